@@ -1,0 +1,289 @@
+//! SLIDINGWINDOW.CHECK and SLIDINGWINDOW.PEEK: read argv, open the key, decode, decide,
+//! write and replicate (CHECK, when allowed), reply.
+//!
+//! The handlers use the raw module API and read argv in place: no per-call allocation
+//! on the success path. Every handler runs inside `guarded`, so a panic becomes an
+//! ERR reply instead of aborting the server.
+
+use crate::args::{self, ArgError, Parsed};
+use crate::encoding::{self, MAX_LEN, MIN_LEN};
+use crate::stats;
+use crate::window::{self, Decision, State};
+use redis_module::raw;
+use std::ffi::CString;
+use std::os::raw::{c_char, c_int, c_longlong};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+type Ctx = *mut raw::RedisModuleCtx;
+type Argv = *mut *mut raw::RedisModuleString;
+
+const OK: c_int = raw::REDISMODULE_OK as c_int;
+const WRONGTYPE: &[u8] = b"WRONGTYPE Operation against a key holding the wrong kind of value\0";
+/// More arguments than any valid call has (key limit window now COST c MS DETAILS = 8
+/// after the command name); longer vectors are still parsed, from a heap buffer.
+const INLINE_ARGS: usize = 12;
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Check,
+    Peek,
+}
+
+/// The first API function the handlers call that this server does not export, if any.
+/// Checked once at load, so the handlers' `unwrap()`s on these pointers cannot fail.
+pub fn missing_api() -> Option<&'static str> {
+    unsafe {
+        let present = [
+            ("StringPtrLen", { raw::RedisModule_StringPtrLen }.is_some()),
+            ("Milliseconds", { raw::RedisModule_Milliseconds }.is_some()),
+            ("OpenKey", { raw::RedisModule_OpenKey }.is_some()),
+            ("CloseKey", { raw::RedisModule_CloseKey }.is_some()),
+            ("KeyType", { raw::RedisModule_KeyType }.is_some()),
+            ("ValueLength", { raw::RedisModule_ValueLength }.is_some()),
+            ("StringDMA", { raw::RedisModule_StringDMA }.is_some()),
+            (
+                "StringTruncate",
+                { raw::RedisModule_StringTruncate }.is_some(),
+            ),
+            ("CreateString", { raw::RedisModule_CreateString }.is_some()),
+            ("StringSet", { raw::RedisModule_StringSet }.is_some()),
+            ("FreeString", { raw::RedisModule_FreeString }.is_some()),
+            ("SetAbsExpire", { raw::RedisModule_SetAbsExpire }.is_some()),
+            (
+                "SignalModifiedKey",
+                { raw::RedisModule_SignalModifiedKey }.is_some(),
+            ),
+            (
+                "NotifyKeyspaceEvent",
+                { raw::RedisModule_NotifyKeyspaceEvent }.is_some(),
+            ),
+            ("Replicate", { raw::RedisModule_Replicate }.is_some()),
+            (
+                "ReplyWithArray",
+                { raw::RedisModule_ReplyWithArray }.is_some(),
+            ),
+            (
+                "ReplyWithLongLong",
+                { raw::RedisModule_ReplyWithLongLong }.is_some(),
+            ),
+            (
+                "ReplyWithError",
+                { raw::RedisModule_ReplyWithError }.is_some(),
+            ),
+            (
+                "InfoAddSection",
+                { raw::RedisModule_InfoAddSection }.is_some(),
+            ),
+            (
+                "InfoAddFieldULongLong",
+                { raw::RedisModule_InfoAddFieldULongLong }.is_some(),
+            ),
+        ];
+        present.iter().find(|(_, ok)| !ok).map(|(name, _)| *name)
+    }
+}
+
+pub extern "C" fn check(ctx: Ctx, argv: Argv, argc: c_int) -> c_int {
+    guarded(ctx, || run(ctx, argv, argc, Mode::Check))
+}
+
+pub extern "C" fn peek(ctx: Ctx, argv: Argv, argc: c_int) -> c_int {
+    guarded(ctx, || run(ctx, argv, argc, Mode::Peek))
+}
+
+fn guarded(ctx: Ctx, f: impl FnOnce() -> c_int) -> c_int {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(status) => status,
+        Err(_) => {
+            stats::error();
+            reply_error(
+                ctx,
+                b"ERR internal error in slidingwindow (please report it)\0",
+            )
+        }
+    }
+}
+
+/// The bytes of one argument, borrowed from Redis for the length of the call.
+unsafe fn arg<'a>(argv: Argv, i: usize) -> &'a [u8] {
+    let mut len = 0;
+    let ptr = raw::RedisModule_StringPtrLen.unwrap()(*argv.add(i), &mut len);
+    std::slice::from_raw_parts(ptr.cast::<u8>(), len)
+}
+
+fn parse(argv: Argv, argc: usize) -> Result<Parsed, ArgError> {
+    if argc < 4 {
+        return Err(ArgError::Arity);
+    }
+    let n = argc - 2;
+    if n <= INLINE_ARGS {
+        let mut buf: [&[u8]; INLINE_ARGS] = [&[]; INLINE_ARGS];
+        for (i, slot) in buf.iter_mut().take(n).enumerate() {
+            *slot = unsafe { arg(argv, i + 2) };
+        }
+        args::parse(&buf[..n])
+    } else {
+        let all: Vec<&[u8]> = (2..argc).map(|i| unsafe { arg(argv, i) }).collect();
+        args::parse(&all)
+    }
+}
+
+fn run(ctx: Ctx, argv: Argv, argc: c_int, mode: Mode) -> c_int {
+    let parsed = match parse(argv, argc.max(0) as usize) {
+        Ok(p) => p,
+        Err(e) => {
+            stats::error();
+            let text = CString::new(e.to_string()).unwrap_or_default();
+            return reply_error(ctx, text.as_bytes_with_nul());
+        }
+    };
+    let server_ms = unsafe { raw::RedisModule_Milliseconds.unwrap()() }.max(0) as u64;
+    let request = parsed.request(server_ms);
+    let open_mode = match mode {
+        Mode::Check => raw::REDISMODULE_READ | raw::REDISMODULE_WRITE,
+        Mode::Peek => raw::REDISMODULE_READ,
+    };
+    let key = Key::open(ctx, unsafe { *argv.add(1) }, open_mode as c_int);
+    let stored = match key.read() {
+        Ok(s) => s,
+        Err(()) => {
+            stats::error();
+            return reply_error(ctx, WRONGTYPE);
+        }
+    };
+    let decision = window::decide(stored.as_ref(), &request);
+    if mode == Mode::Check && decision.allowed {
+        let expire_at = server_ms + 2 * request.window * request.unit.millis();
+        key.write(&decision.state, expire_at);
+    }
+    drop(key);
+    stats::record(mode == Mode::Peek, decision.allowed);
+    reply(ctx, &decision, parsed.details)
+}
+
+/// An open key, closed on drop.
+struct Key {
+    ctx: Ctx,
+    name: *mut raw::RedisModuleString,
+    ptr: *mut raw::RedisModuleKey,
+}
+
+impl Key {
+    fn open(ctx: Ctx, name: *mut raw::RedisModuleString, mode: c_int) -> Key {
+        let ptr = unsafe { raw::RedisModule_OpenKey.unwrap()(ctx, name, mode) }.cast();
+        Key { ctx, name, ptr }
+    }
+
+    /// The state the key holds: `Ok(None)` when missing, `Err` when it holds anything
+    /// that is not a state (another type, or a string we did not write).
+    fn read(&self) -> Result<Option<State>, ()> {
+        let kind = unsafe { raw::RedisModule_KeyType.unwrap()(self.ptr) } as isize;
+        if kind == raw::REDISMODULE_KEYTYPE_EMPTY {
+            return Ok(None);
+        }
+        if kind != raw::REDISMODULE_KEYTYPE_STRING {
+            return Err(());
+        }
+        // Check the length before touching the bytes: a read through StringDMA converts
+        // a foreign int-encoded or shared string in place.
+        let len = unsafe { raw::RedisModule_ValueLength.unwrap()(self.ptr) };
+        if !(MIN_LEN..=MAX_LEN).contains(&len) {
+            return Err(());
+        }
+        let bytes = self.dma(raw::REDISMODULE_READ).ok_or(())?;
+        encoding::decode(bytes).map(Some).map_err(|_| ())
+    }
+
+    fn dma(&self, mode: u32) -> Option<&mut [u8]> {
+        let mut len = 0;
+        let p = unsafe { raw::RedisModule_StringDMA.unwrap()(self.ptr, &mut len, mode as c_int) };
+        if p.is_null() {
+            return None;
+        }
+        Some(unsafe { std::slice::from_raw_parts_mut(p.cast::<u8>(), len) })
+    }
+
+    /// Stores `state`, expiring at `expire_at_ms`, and tells replicas, the AOF, WATCH and
+    /// keyspace subscribers, as `SET key state PXAT expire_at_ms` would.
+    fn write(&self, state: &State, expire_at_ms: u64) {
+        let enc = encoding::encode(state);
+        let bytes = enc.as_bytes();
+        let current_len = unsafe { raw::RedisModule_ValueLength.unwrap()(self.ptr) };
+        unsafe {
+            if current_len == bytes.len() {
+                // Same length (the common case): overwrite in place, no allocation.
+                if let Some(dst) = self.dma(raw::REDISMODULE_WRITE) {
+                    dst.copy_from_slice(bytes);
+                }
+            } else if current_len == 0 {
+                raw::RedisModule_StringTruncate.unwrap()(self.ptr, bytes.len());
+                if let Some(dst) = self.dma(raw::REDISMODULE_WRITE) {
+                    dst.copy_from_slice(bytes);
+                }
+            } else {
+                // A count crossed a varint boundary: a fresh, exactly sized string
+                // (growing in place would over-allocate).
+                let s = raw::RedisModule_CreateString.unwrap()(
+                    self.ctx,
+                    bytes.as_ptr().cast::<c_char>(),
+                    bytes.len(),
+                );
+                raw::RedisModule_StringSet.unwrap()(self.ptr, s);
+                raw::RedisModule_FreeString.unwrap()(self.ctx, s);
+            }
+            raw::RedisModule_SetAbsExpire.unwrap()(self.ptr, expire_at_ms as c_longlong);
+            raw::RedisModule_SignalModifiedKey.unwrap()(self.ctx, self.name);
+            raw::RedisModule_NotifyKeyspaceEvent.unwrap()(
+                self.ctx,
+                raw::REDISMODULE_NOTIFY_STRING,
+                c"set".as_ptr(),
+                self.name,
+            );
+            raw::RedisModule_NotifyKeyspaceEvent.unwrap()(
+                self.ctx,
+                raw::REDISMODULE_NOTIFY_GENERIC,
+                c"expire".as_ptr(),
+                self.name,
+            );
+            // Effects, not the command: replicas and AOF replay store the same bytes
+            // and expiry whatever their own clocks say.
+            raw::RedisModule_Replicate.unwrap()(
+                self.ctx,
+                c"SET".as_ptr(),
+                c"sbcl".as_ptr(),
+                self.name,
+                bytes.as_ptr().cast::<c_char>(),
+                bytes.len(),
+                c"PXAT".as_ptr(),
+                expire_at_ms as c_longlong,
+            );
+        }
+    }
+}
+
+impl Drop for Key {
+    fn drop(&mut self) {
+        unsafe { raw::RedisModule_CloseKey.unwrap()(self.ptr) };
+    }
+}
+
+fn reply(ctx: Ctx, d: &Decision, details: bool) -> c_int {
+    let int = |v: i64| unsafe { raw::RedisModule_ReplyWithLongLong.unwrap()(ctx, v) };
+    unsafe { raw::RedisModule_ReplyWithArray.unwrap()(ctx, if details { 6 } else { 2 }) };
+    int(i64::from(d.allowed));
+    int(d.count as i64);
+    if details {
+        int(d.limit() as i64);
+        int(d.remaining() as i64);
+        int(d.retry_after());
+        int(d.reset_after() as i64);
+    }
+    OK
+}
+
+/// `text` must end with a NUL byte and start with an error code ("ERR ", "WRONGTYPE ").
+fn reply_error(ctx: Ctx, text: &[u8]) -> c_int {
+    debug_assert_eq!(text.last(), Some(&0));
+    unsafe { raw::RedisModule_ReplyWithError.unwrap()(ctx, text.as_ptr().cast()) };
+    OK
+}

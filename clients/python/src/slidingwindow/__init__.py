@@ -1,0 +1,35 @@
+"""Client for the slidingwindow Redis/Valkey module: SLIDINGWINDOW.CHECK and PEEK.
+
+    from slidingwindow import SlidingWindowRateLimiter, connect
+    limiter = SlidingWindowRateLimiter(connect("redis://127.0.0.1:6379"))
+    allowed, count = limiter.is_allowed("user:42", limit=100, window_seconds=60)
+
+The ASGI middleware is in `slidingwindow.asgi`.
+"""
+
+from .aio import AsyncSlidingWindowRateLimiter
+from .connect import DEFAULT_TIMEOUT, connect, connect_async
+from .failure import FailurePolicy, is_unavailable
+from .headers import policy_header, rate_limit_headers
+from .identity import TrustedProxies, client_identity, client_ip, ip_key, parse_ip
+from .limiter import SlidingWindowRateLimiter
+from .result import RateLimitResult
+
+__all__ = [
+    "AsyncSlidingWindowRateLimiter",
+    "DEFAULT_TIMEOUT",
+    "FailurePolicy",
+    "RateLimitResult",
+    "SlidingWindowRateLimiter",
+    "TrustedProxies",
+    "client_identity",
+    "client_ip",
+    "connect",
+    "connect_async",
+    "ip_key",
+    "is_unavailable",
+    "parse_ip",
+    "policy_header",
+    "rate_limit_headers",
+]
+__version__ = "0.1.0"

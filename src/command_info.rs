@@ -26,8 +26,8 @@ fn optional(mut a: Arg, token: Option<&'static CStr>, summary: &'static CStr) ->
 }
 
 /// The documented arguments, shared by CHECK and PEEK, ending with the zeroed entry
-/// the API expects. Leaked: Redis keeps pointers into it for the module's lifetime.
-fn arguments() -> *mut Arg {
+/// the API expects. RedisModule_SetCommandInfo copies them.
+fn arguments() -> Vec<Arg> {
     use raw::{
         RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_INTEGER as INTEGER,
         RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_KEY as KEY,
@@ -66,10 +66,10 @@ fn arguments() -> *mut Arg {
         ),
         unsafe { zeroed() },
     ];
-    Box::leak(list.into_boxed_slice()).as_mut_ptr()
+    list
 }
 
-fn key_specs(flags: u32) -> *mut raw::RedisModuleCommandKeySpec {
+fn key_specs(flags: u32) -> Vec<raw::RedisModuleCommandKeySpec> {
     let mut spec: raw::RedisModuleCommandKeySpec = unsafe { zeroed() };
     spec.flags = u64::from(flags);
     spec.begin_search_type = raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX;
@@ -78,17 +78,15 @@ fn key_specs(flags: u32) -> *mut raw::RedisModuleCommandKeySpec {
     spec.fk.range.lastkey = 0;
     spec.fk.range.keystep = 1;
     spec.fk.range.limit = 0;
-    Box::leak(vec![spec, unsafe { zeroed() }].into_boxed_slice()).as_mut_ptr()
+    vec![spec, unsafe { zeroed() }]
 }
 
-fn version() -> *const raw::RedisModuleCommandInfoVersion {
-    Box::leak(Box::new(raw::RedisModuleCommandInfoVersion {
-        version: 1,
-        sizeof_historyentry: size_of::<raw::RedisModuleCommandHistoryEntry>(),
-        sizeof_keyspec: size_of::<raw::RedisModuleCommandKeySpec>(),
-        sizeof_arg: size_of::<Arg>(),
-    }))
-}
+const VERSION: raw::RedisModuleCommandInfoVersion = raw::RedisModuleCommandInfoVersion {
+    version: 1,
+    sizeof_historyentry: size_of::<raw::RedisModuleCommandHistoryEntry>(),
+    sizeof_keyspec: size_of::<raw::RedisModuleCommandKeySpec>(),
+    sizeof_arg: size_of::<Arg>(),
+};
 
 /// Sets arity, key spec and docs of a command already created. `write` selects the
 /// key spec flags: RW + ACCESS + UPDATE for CHECK, RO + ACCESS for PEEK.
@@ -109,16 +107,20 @@ pub fn set(
     } else {
         raw::REDISMODULE_CMD_KEY_RO | raw::REDISMODULE_CMD_KEY_ACCESS
     };
+    // Everything below is copied by SetCommandInfo: it may be freed after the call.
+    let version = VERSION;
+    let mut specs = key_specs(flags);
+    let mut args = arguments();
     let info = raw::RedisModuleCommandInfo {
-        version: version(),
+        version: &version,
         summary: summary.as_ptr(),
         complexity: c"O(1)".as_ptr(),
         since: c"0.1.0".as_ptr(),
         history: null_mut(),
         tips: std::ptr::null(),
         arity: -4,
-        key_specs: key_specs(flags),
-        args: arguments(),
+        key_specs: specs.as_mut_ptr(),
+        args: args.as_mut_ptr(),
     };
     let set_info = unsafe { raw::RedisModule_SetCommandInfo }.ok_or("SetCommandInfo missing")?;
     if unsafe { set_info(command, &info) } != raw::REDISMODULE_OK as c_int {

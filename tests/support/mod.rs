@@ -167,7 +167,8 @@ impl Server {
                     .arg("persistence")
                     .query::<String>(&mut c)
                 {
-                    if info.contains("loading:0") {
+                    // Not `contains`: "async_loading:0" would match too.
+                    if info.lines().any(|l| l.trim() == "loading:0") {
                         return Ok(());
                     }
                 }

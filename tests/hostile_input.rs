@@ -1,0 +1,537 @@
+//! Hostile input, on Redis 7.0 and Valkey 8.1: 100,000 random argument vectors per
+//! server (random arity, random bytes, huge and negative numbers, floats, signs and
+//! spaces, NULs, non-ASCII digits, long arguments, options repeated, in any order and
+//! any case) against CHECK and PEEK, pipelined, on a server that also holds valid
+//! limiter keys and foreign keys (strings, an int-encoded and a shared-integer string,
+//! near-miss 0xA1 strings, an empty string, list, hash, set, zset, a key with a TTL).
+//!
+//! Each vector is sent as `PEXPIRETIME k, DUMP k, <command>, DUMP k, PEXPIRETIME k`, so
+//! every reply is checked against the key's bytes and expiry just before and after it:
+//!
+//! * the server stays up (PING after every batch, process alive at the end);
+//! * every reply is an array of 2 or 6 integers, an `ERR` naming a known problem, or
+//!   `WRONGTYPE` (on a foreign key only) — never an internal error;
+//! * an error reply, a PEEK and a denied CHECK leave the key exactly as it was (bytes
+//!   and expiry); an allowed CHECK leaves a valid state with an expiry;
+//! * a well-formed vector on a limiter or missing key always succeeds;
+//! * the foreign keys end the run exactly as they started (type, encoding, bytes, TTL).
+
+mod support;
+
+use redis::Value;
+use std::time::Instant;
+use support::{Kind, Rng, Server};
+
+const VECTORS: usize = 100_000;
+const BATCH: usize = 1_000;
+
+#[test]
+fn hostile_input_redis() {
+    hostile(Kind::Redis, 0xBAD_0001);
+}
+
+#[test]
+fn hostile_input_valkey() {
+    hostile(Kind::Valkey, 0xBAD_0002);
+}
+
+const LIMITER_KEYS: [&str; 4] = ["lim:s", "lim:ms", "lim:big", "lim:full"];
+const FOREIGN_KEYS: [&str; 12] = [
+    "f:str",
+    "f:int",
+    "f:shared",
+    "f:a1-flags",
+    "f:a1-window0",
+    "f:a1-overlong",
+    "f:a1-long",
+    "f:empty",
+    "f:list",
+    "f:hash",
+    "f:set",
+    "f:zset",
+];
+const FOREIGN_TTL: &str = "f:ttl";
+
+fn setup(con: &mut redis::Connection) {
+    for (k, args) in [
+        ("lim:s", vec!["10", "60", "1000"]),
+        ("lim:ms", vec!["10", "60000", "1000000", "MS"]),
+        (
+            "lim:big",
+            vec![
+                "9007199254740991",
+                "9007199254740",
+                "9007199254740",
+                "COST",
+                "9007199254740991",
+            ],
+        ),
+        ("lim:full", vec!["1", "3600", "500"]),
+    ] {
+        let mut a = vec![k];
+        a.extend(args);
+        assert_eq!(support::check(con, &a)[0], 1, "{k}");
+    }
+    let set = |con: &mut redis::Connection, k: &str, v: &[u8]| {
+        let _: () = redis::cmd("SET").arg(k).arg(v).query(con).unwrap();
+    };
+    set(con, "f:str", b"hello");
+    set(con, "f:int", b"123456");
+    set(con, "f:shared", b"7");
+    set(con, "f:a1-flags", &[0xA1, 0x02, 0x01, 0x00, 0x00, 0x00]);
+    set(con, "f:a1-window0", &[0xA1, 0x00, 0x00, 0x00, 0x00, 0x00]);
+    set(
+        con,
+        "f:a1-overlong",
+        &[0xA1, 0x00, 0x81, 0x00, 0x00, 0x00, 0x00],
+    );
+    set(con, "f:a1-long", &[0xA1; 40]);
+    set(con, "f:empty", b"");
+    set(con, FOREIGN_TTL, b"expiring");
+    let _: () = redis::cmd("PEXPIRE")
+        .arg(FOREIGN_TTL)
+        .arg(86_400_000)
+        .query(con)
+        .unwrap();
+    let _: () = redis::cmd("RPUSH")
+        .arg("f:list")
+        .arg("a")
+        .arg("b")
+        .query(con)
+        .unwrap();
+    let _: () = redis::cmd("HSET")
+        .arg("f:hash")
+        .arg("a")
+        .arg("1")
+        .query(con)
+        .unwrap();
+    let _: () = redis::cmd("SADD").arg("f:set").arg("a").query(con).unwrap();
+    let _: () = redis::cmd("ZADD")
+        .arg("f:zset")
+        .arg(1)
+        .arg("a")
+        .query(con)
+        .unwrap();
+}
+
+/// Type, encoding, bytes (DUMP) and absolute expiry of every foreign key.
+fn foreign_snapshot(con: &mut redis::Connection) -> Vec<(String, String, Vec<u8>, i64)> {
+    FOREIGN_KEYS
+        .iter()
+        .chain([FOREIGN_TTL].iter())
+        .map(|k| {
+            let t: String = redis::cmd("TYPE").arg(*k).query(con).unwrap();
+            let enc: String = redis::cmd("OBJECT")
+                .arg("ENCODING")
+                .arg(*k)
+                .query(con)
+                .unwrap();
+            let dump: Vec<u8> = redis::cmd("DUMP").arg(*k).query(con).unwrap();
+            let at: i64 = redis::cmd("PEXPIRETIME").arg(*k).query(con).unwrap();
+            (format!("{k} {t}"), enc, dump, at)
+        })
+        .collect()
+}
+
+fn case(rng: &mut Rng, word: &str) -> Vec<u8> {
+    word.bytes()
+        .map(|b| {
+            if rng.range(0, 1) == 0 {
+                b.to_ascii_lowercase()
+            } else {
+                b.to_ascii_uppercase()
+            }
+        })
+        .collect()
+}
+
+/// One hostile argument.
+fn token(rng: &mut Rng) -> Vec<u8> {
+    const SPECIAL: [&str; 40] = [
+        "0",
+        "1",
+        "-1",
+        "-0",
+        "+1",
+        " 1",
+        "1 ",
+        "01",
+        "0x10",
+        "1e3",
+        "1.5",
+        "1.",
+        ".5",
+        "inf",
+        "-inf",
+        "nan",
+        "9007199254740991",
+        "9007199254740992",
+        "9007199254740",
+        "9007199254741",
+        "18446744073709551615",
+        "18446744073709551616",
+        "9223372036854775807",
+        "9223372036854775808",
+        "-9223372036854775808",
+        "99999999999999999999999999999999999999",
+        "1_000",
+        "1,5",
+        "\u{0661}\u{0662}",
+        "\u{FF11}",
+        "٣",
+        "1\u{0}",
+        "\u{0}",
+        "COST",
+        "MS",
+        "DETAILS",
+        "NX",
+        "EX",
+        "PXAT",
+        "*",
+    ];
+    match rng.range(0, 15) {
+        0..=2 => rng.range(0, 100).to_string().into_bytes(),
+        3 => rng.range(0, (1 << 53) - 1).to_string().into_bytes(),
+        4 => rng.next_u64().to_string().into_bytes(),
+        5 => format!("-{}", rng.range(0, 1 << 40)).into_bytes(),
+        6 => format!("{}.{}", rng.range(0, 1000), rng.range(0, 99)).into_bytes(),
+        7..=8 => SPECIAL[rng.range(0, SPECIAL.len() as u64 - 1) as usize]
+            .as_bytes()
+            .to_vec(),
+        9 => case(rng, "COST"),
+        10 => case(rng, "MS"),
+        11 => case(rng, "DETAILS"),
+        12 => (0..rng.range(0, 24))
+            .map(|_| rng.next_u64() as u8)
+            .collect(),
+        13 => (0..rng.range(0, 60))
+            .map(|_| b'0' + rng.range(0, 9) as u8)
+            .collect(),
+        _ => {
+            let len = if rng.range(0, 200) == 0 {
+                rng.range(10_000, 300_000)
+            } else {
+                rng.range(33, 300)
+            };
+            (0..len).map(|_| b'A' + rng.range(0, 25) as u8).collect()
+        }
+    }
+}
+
+/// A well-formed argument list (after the key): must succeed on a non-foreign key.
+/// A value in `lo..=` one of three upper bounds (picked at random).
+fn pick(rng: &mut Rng, lo: u64, highs: [u64; 3]) -> u64 {
+    let hi = highs[rng.range(0, 2) as usize];
+    rng.range(lo, hi)
+}
+
+fn well_formed(rng: &mut Rng) -> Vec<Vec<u8>> {
+    let millis = rng.range(0, 3) == 0;
+    let max_window: u64 = if millis {
+        (1 << 53) - 1
+    } else {
+        ((1 << 53) - 1) / 1000
+    };
+    let mut args = vec![
+        pick(rng, 0, [10, 1000, (1 << 53) - 1])
+            .to_string()
+            .into_bytes(),
+        pick(rng, 1, [100, 100_000, max_window])
+            .to_string()
+            .into_bytes(),
+    ];
+    if rng.range(0, 2) != 0 {
+        args.push(
+            pick(rng, 0, [2_000, 10_000_000, (1 << 53) - 1])
+                .to_string()
+                .into_bytes(),
+        );
+    }
+    let mut options: Vec<Vec<Vec<u8>>> = vec![];
+    if rng.range(0, 1) == 0 {
+        let cost = pick(rng, 1, [3, 1000, (1 << 53) - 1]);
+        options.push(vec![case(rng, "COST"), cost.to_string().into_bytes()]);
+    }
+    if millis {
+        options.push(vec![case(rng, "MS")]);
+    }
+    if rng.range(0, 1) == 0 {
+        options.push(vec![case(rng, "DETAILS")]);
+    }
+    while !options.is_empty() {
+        let o = options.remove(rng.range(0, options.len() as u64 - 1) as usize);
+        args.extend(o);
+    }
+    args
+}
+
+struct Vector {
+    command: Vec<u8>,
+    key: Option<Vec<u8>>,
+    args: Vec<Vec<u8>>,
+    /// Built well-formed: must succeed unless the key is foreign.
+    well_formed: bool,
+}
+
+fn vector(rng: &mut Rng) -> Vector {
+    let peek = rng.range(0, 2) == 0;
+    let command = case(
+        rng,
+        if peek {
+            "SlidingWindow.Peek"
+        } else {
+            "SlidingWindow.Check"
+        },
+    );
+    let key: Vec<u8> = match rng.range(0, 9) {
+        0..=2 => LIMITER_KEYS[rng.range(0, 3) as usize].as_bytes().to_vec(),
+        3..=5 => FOREIGN_KEYS[rng.range(0, FOREIGN_KEYS.len() as u64 - 1) as usize]
+            .as_bytes()
+            .to_vec(),
+        6 => FOREIGN_TTL.as_bytes().to_vec(),
+        7..=8 => format!("new:{}", rng.range(0, 50)).into_bytes(),
+        _ => (0..rng.range(0, 12))
+            .map(|_| rng.next_u64() as u8)
+            .collect(),
+    };
+    match rng.range(0, 9) {
+        0..=2 => Vector {
+            command,
+            key: Some(key),
+            args: well_formed(rng),
+            well_formed: true,
+        },
+        3..=4 => {
+            // Well-formed, then one argument replaced, inserted or dropped.
+            let mut args = well_formed(rng);
+            let at = rng.range(0, args.len() as u64) as usize;
+            match rng.range(0, 2) {
+                0 if at < args.len() => args[at] = token(rng),
+                1 => args.insert(at, token(rng)),
+                _ if at < args.len() => {
+                    args.remove(at);
+                }
+                _ => args.push(token(rng)),
+            }
+            Vector {
+                command,
+                key: Some(key),
+                args,
+                well_formed: false,
+            }
+        }
+        5 => {
+            // Too few arguments, down to none at all.
+            let n = rng.range(0, 2) as usize;
+            let args: Vec<Vec<u8>> = (0..n.saturating_sub(1)).map(|_| token(rng)).collect();
+            Vector {
+                command,
+                key: (n > 0).then_some(key),
+                args,
+                well_formed: false,
+            }
+        }
+        _ => {
+            let n = rng.range(0, 14) as usize;
+            Vector {
+                command,
+                key: Some(key),
+                args: (0..n).map(|_| token(rng)).collect(),
+                well_formed: false,
+            }
+        }
+    }
+}
+
+const KNOWN_ERRORS: [&str; 7] = [
+    "wrong number of arguments",
+    " must be an integer from ",
+    "COST needs a value",
+    "COST given more than once",
+    "MS given more than once",
+    "DETAILS given more than once",
+    "unknown option '",
+];
+
+fn is_foreign(key: &[u8]) -> bool {
+    FOREIGN_KEYS
+        .iter()
+        .chain([FOREIGN_TTL].iter())
+        .any(|k| k.as_bytes() == key)
+}
+
+fn hostile(kind: Kind, seed: u64) {
+    let t0 = Instant::now();
+    let mut server = Server::start(kind, &[]);
+    let mut con = server.connection();
+    setup(&mut con);
+    let foreign_before = foreign_snapshot(&mut con);
+    let mut rng = Rng(seed);
+    let (mut arrays, mut errs, mut wrongtypes, mut unchanged_checked) = (0u64, 0u64, 0u64, 0u64);
+    for batch in 0..VECTORS / BATCH {
+        let vectors: Vec<Vector> = (0..BATCH).map(|_| vector(&mut rng)).collect();
+        let mut pipe = redis::pipe();
+        pipe.ignore_errors();
+        for v in &vectors {
+            if let Some(k) = &v.key {
+                pipe.cmd("PEXPIRETIME").arg(k).cmd("DUMP").arg(k);
+                pipe.cmd(std::str::from_utf8(&v.command).unwrap())
+                    .arg(k)
+                    .arg(&v.args);
+                pipe.cmd("DUMP").arg(k).cmd("PEXPIRETIME").arg(k);
+            } else {
+                pipe.cmd(std::str::from_utf8(&v.command).unwrap());
+            }
+        }
+        let replies: Vec<Value> = pipe.query(&mut con).unwrap_or_else(|e| {
+            panic!(
+                "{kind:?} batch {batch}: connection lost: {e}\n{}",
+                server.log_tail()
+            )
+        });
+        let mut it = replies.into_iter();
+        for v in &vectors {
+            let show = || {
+                let args: Vec<String> = v
+                    .args
+                    .iter()
+                    .map(|a| String::from_utf8_lossy(&a[..a.len().min(40)]).to_string())
+                    .collect();
+                format!(
+                    "{kind:?} batch {batch}: {} {:?} {args:?}",
+                    String::from_utf8_lossy(&v.command),
+                    v.key
+                        .as_ref()
+                        .map(|k| String::from_utf8_lossy(k).to_string())
+                )
+            };
+            let (before, reply, after) = if v.key.is_some() {
+                let (t0, d0, r, d1, t1) = (
+                    it.next(),
+                    it.next(),
+                    it.next().unwrap(),
+                    it.next(),
+                    it.next(),
+                );
+                (
+                    Some((d0.unwrap(), t0.unwrap())),
+                    r,
+                    Some((d1.unwrap(), t1.unwrap())),
+                )
+            } else {
+                (None, it.next().unwrap(), None)
+            };
+            let foreign = v.key.as_deref().map(is_foreign).unwrap_or(false);
+            let is_check = v.command.eq_ignore_ascii_case(b"SLIDINGWINDOW.CHECK");
+            let mut may_change = false;
+            match &reply {
+                Value::Array(items) => {
+                    arrays += 1;
+                    assert!(!foreign, "{}: success on a foreign key: {reply:?}", show());
+                    assert!(
+                        items.len() == 2 || items.len() == 6,
+                        "{}: {reply:?}",
+                        show()
+                    );
+                    assert!(
+                        items.iter().all(|i| matches!(i, Value::Int(_))),
+                        "{}: {reply:?}",
+                        show()
+                    );
+                    assert!(
+                        matches!(items[0], Value::Int(0) | Value::Int(1)),
+                        "{}: {reply:?}",
+                        show()
+                    );
+                    may_change = is_check && items[0] == Value::Int(1);
+                }
+                Value::ServerError(e) => {
+                    let detail = e.details().unwrap_or("");
+                    match e.code() {
+                        "WRONGTYPE" => {
+                            wrongtypes += 1;
+                            assert!(foreign, "{}: WRONGTYPE on a limiter or missing key", show());
+                        }
+                        "ERR" => {
+                            errs += 1;
+                            assert!(
+                                KNOWN_ERRORS.iter().any(|k| detail.contains(k)),
+                                "{}: unexpected error: {e:?}",
+                                show()
+                            );
+                        }
+                        _ => panic!("{}: unexpected error: {e:?}", show()),
+                    }
+                    assert!(
+                        !v.well_formed || (foreign && e.code() == "WRONGTYPE"),
+                        "{}: well-formed vector refused: {e:?}",
+                        show()
+                    );
+                }
+                other => panic!("{}: unexpected reply {other:?}", show()),
+            }
+            if let (Some(b), Some(a)) = (before, after) {
+                if may_change {
+                    // A valid state with an expiry.
+                    assert!(
+                        matches!(a.0, Value::BulkString(_)),
+                        "{}: no state after an allowed CHECK",
+                        show()
+                    );
+                    assert!(
+                        matches!(a.1, Value::Int(t) if t > 0),
+                        "{}: no expiry after an allowed CHECK: {:?}",
+                        show(),
+                        a.1
+                    );
+                } else {
+                    unchanged_checked += 1;
+                    assert_eq!(
+                        b,
+                        a,
+                        "{}: key changed by a reply that must not change it: {reply:?}",
+                        show()
+                    );
+                }
+            }
+        }
+        let pong: String = redis::cmd("PING").query(&mut con).expect("PING");
+        assert_eq!(pong, "PONG");
+    }
+    assert!(server.alive(), "{kind:?} died");
+    // Same type, bytes and expiry. (The internal encoding is compared apart: the
+    // module's StringDMA read turns an int or embstr encoding into raw, same bytes.)
+    let foreign_after = foreign_snapshot(&mut con);
+    let strip = |s: &[(String, String, Vec<u8>, i64)]| -> Vec<(String, Vec<u8>, i64)> {
+        s.iter()
+            .map(|(k, _, d, t)| (k.clone(), d.clone(), *t))
+            .collect()
+    };
+    assert_eq!(
+        strip(&foreign_after),
+        strip(&foreign_before),
+        "{kind:?}: a foreign key changed"
+    );
+    let reencoded: Vec<String> = foreign_before
+        .iter()
+        .zip(&foreign_after)
+        .filter(|(b, a)| b.1 != a.1)
+        .map(|(b, a)| format!("{} {}->{}", b.0, b.1, a.1))
+        .collect();
+    // The valid limiter keys are still valid states.
+    for k in LIMITER_KEYS {
+        if let Some(v) = support::get_raw(&mut con, k) {
+            assert_eq!(v[0], 0xA1, "{k}");
+        }
+    }
+    let info: String = redis::cmd("INFO")
+        .arg("slidingwindow")
+        .query(&mut con)
+        .unwrap();
+    eprintln!(
+        "{kind:?}: {VECTORS} hostile vectors: {arrays} answered, {errs} ERR, {wrongtypes} WRONGTYPE; {unchanged_checked} replies checked to leave the key as it was; server up; {:?}\nforeign keys re-encoded (same bytes): {reencoded:?}\n{}",
+        t0.elapsed(),
+        info.lines().filter(|l| !l.starts_with('#') && !l.is_empty()).collect::<Vec<_>>().join(" ")
+    );
+    assert!(!info.contains("internal"), "{info}");
+}

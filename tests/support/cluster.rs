@@ -1,0 +1,435 @@
+//! A real Redis/Valkey Cluster for the integration tests: N masters with R replicas
+//! each, every node a `support::Server` (own free port, own directory, the module
+//! loaded, `nodes.conf` in that directory), joined with `redis-cli --cluster create`
+//! (`valkey-cli` for Valkey), and stopped with the `Cluster`.
+//!
+//! Include it from a test file with
+//! `#[path = "support/cluster.rs"] mod cluster_support;` after `mod support;`.
+#![allow(dead_code)]
+
+use crate::support::{Kind, Server};
+use std::collections::{BTreeMap, HashSet};
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// Cluster convergence waits give up after this long.
+pub const CONVERGE: Duration = Duration::from_secs(60);
+
+/// The cluster command-line tool for a server kind: `redis-cli`, or the `valkey-cli`
+/// shipped beside valkey-server.
+pub fn cli(kind: Kind) -> PathBuf {
+    match kind {
+        Kind::Redis => std::env::var_os("REDIS_CLI")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from("redis-cli")),
+        Kind::Valkey => {
+            let server = kind.binary();
+            let beside = server.with_file_name("valkey-cli");
+            if beside.exists() {
+                beside
+            } else {
+                PathBuf::from("redis-cli")
+            }
+        }
+    }
+}
+
+/// CRC16/XMODEM as Redis Cluster uses it: the hash slot of a key (hash tags honoured).
+pub fn key_slot(key: &[u8]) -> u16 {
+    let mut k = key;
+    if let Some(open) = key.iter().position(|&b| b == b'{') {
+        if let Some(len) = key[open + 1..].iter().position(|&b| b == b'}') {
+            if len > 0 {
+                k = &key[open + 1..open + 1 + len];
+            }
+        }
+    }
+    let mut crc: u16 = 0;
+    for &b in k {
+        crc ^= u16::from(b) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc % 16384
+}
+
+/// One line of CLUSTER NODES.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeEntry {
+    pub id: String,
+    pub port: u16,
+    pub flags: Vec<String>,
+    /// The master's id, for a replica.
+    pub master_id: Option<String>,
+    /// Slot ranges owned (inclusive), for a master; importing/migrating marks left out.
+    pub slots: Vec<(u16, u16)>,
+}
+
+impl NodeEntry {
+    pub fn is_master(&self) -> bool {
+        self.flags.iter().any(|f| f == "master")
+    }
+    pub fn is_failed(&self) -> bool {
+        self.flags.iter().any(|f| f == "fail" || f == "fail?")
+    }
+    pub fn owns(&self, slot: u16) -> bool {
+        self.slots.iter().any(|&(a, b)| a <= slot && slot <= b)
+    }
+    pub fn slot_count(&self) -> usize {
+        self.slots.iter().map(|&(a, b)| (b - a) as usize + 1).sum()
+    }
+}
+
+pub fn parse_nodes(text: &str) -> Vec<NodeEntry> {
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|line| {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            // ip:port@cport[,hostname]
+            let addr = f[1].split('@').next().unwrap();
+            let port = addr.rsplit(':').next().unwrap().parse().unwrap_or(0);
+            let slots = f[8..]
+                .iter()
+                .filter(|s| !s.starts_with('['))
+                .map(|s| match s.split_once('-') {
+                    Some((a, b)) => (a.parse().unwrap(), b.parse().unwrap()),
+                    None => {
+                        let v = s.parse().unwrap();
+                        (v, v)
+                    }
+                })
+                .collect();
+            NodeEntry {
+                id: f[0].to_string(),
+                port,
+                flags: f[2].split(',').map(str::to_string).collect(),
+                master_id: (f[3] != "-").then(|| f[3].to_string()),
+                slots,
+            }
+        })
+        .collect()
+}
+
+/// Polls `f` every 50 ms until it returns `Ok(true)`, panicking after `timeout` with the
+/// last reason it gave (`Err`) or `what`.
+pub fn wait_until(timeout: Duration, what: &str, mut f: impl FnMut() -> Result<bool, String>) {
+    let deadline = Instant::now() + timeout;
+    let mut last = String::new();
+    loop {
+        match f() {
+            Ok(true) => return,
+            Ok(false) => {}
+            Err(e) => last = e,
+        }
+        if Instant::now() >= deadline {
+            panic!("timed out after {timeout:?} waiting for {what}: {last}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn info_field(info: &str, field: &str) -> Option<String> {
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .map(|v| v.trim().to_string())
+}
+
+/// How one node sees another: (is master, its master's port, its slot ranges).
+type NodeView = (bool, Option<u16>, Vec<(u16, u16)>);
+
+pub struct Cluster {
+    pub kind: Kind,
+    pub nodes: Vec<Server>,
+    /// Ports of nodes this test killed on purpose.
+    pub dead: HashSet<u16>,
+    pub masters: usize,
+    pub replicas: usize,
+}
+
+impl Cluster {
+    /// `masters` masters with `replicas` replicas each, converged: every node says
+    /// cluster_state:ok and agrees on the topology, every replica is in sync.
+    pub fn start(kind: Kind, masters: usize, replicas: usize) -> Cluster {
+        let started = Instant::now();
+        let n = masters * (1 + replicas);
+        let nodes: Vec<Server> = (0..n)
+            .map(|_| {
+                Server::start(
+                    kind,
+                    &[
+                        "--cluster-enabled",
+                        "yes",
+                        // Relative to --dir: each node's own directory.
+                        "--cluster-config-file",
+                        "nodes.conf",
+                        "--cluster-node-timeout",
+                        "3000",
+                        "--appendonly",
+                        "no",
+                        // Replicas sync at once rather than after the default 5 s.
+                        "--repl-diskless-sync-delay",
+                        "0",
+                        // A replica is listed in CLUSTER SLOTS once its master's pings
+                        // have given it a non-zero offset: ping every second, not 10.
+                        "--repl-ping-replica-period",
+                        "1",
+                    ],
+                )
+            })
+            .collect();
+        let mut cmd = Command::new(cli(kind));
+        cmd.arg("--cluster").arg("create");
+        for s in &nodes {
+            cmd.arg(format!("127.0.0.1:{}", s.port));
+        }
+        cmd.args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"]);
+        let out = cmd.output().expect("run the cluster cli");
+        let text = String::from_utf8_lossy(&out.stdout).to_string()
+            + &String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success() && text.contains("All 16384 slots covered"),
+            "{:?} --cluster create failed: {text}",
+            cli(kind)
+        );
+        let c = Cluster {
+            kind,
+            nodes,
+            dead: HashSet::new(),
+            masters,
+            replicas,
+        };
+        c.wait_converged();
+        eprintln!(
+            "{kind:?} cluster of {masters} masters x {replicas} replicas converged in {:?}",
+            started.elapsed()
+        );
+        c
+    }
+
+    pub fn server(&self, port: u16) -> &Server {
+        self.nodes
+            .iter()
+            .find(|s| s.port == port)
+            .expect("no such node")
+    }
+
+    pub fn connection(&self, port: u16) -> redis::Connection {
+        self.server(port).connection()
+    }
+
+    pub fn alive_ports(&self) -> Vec<u16> {
+        self.nodes
+            .iter()
+            .map(|s| s.port)
+            .filter(|p| !self.dead.contains(p))
+            .collect()
+    }
+
+    /// SIGKILL one node.
+    pub fn kill(&mut self, port: u16) {
+        self.dead.insert(port);
+        self.nodes
+            .iter_mut()
+            .find(|s| s.port == port)
+            .expect("no such node")
+            .kill();
+    }
+
+    /// CLUSTER NODES as one node sees it.
+    pub fn topology_via(&self, port: u16) -> Result<Vec<NodeEntry>, String> {
+        let mut c = redis::Client::open(format!("redis://127.0.0.1:{port}/"))
+            .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(2)))
+            .map_err(|e| format!("{port}: {e}"))?;
+        let text: String = redis::cmd("CLUSTER")
+            .arg("NODES")
+            .query(&mut c)
+            .map_err(|e| format!("{port}: {e}"))?;
+        Ok(parse_nodes(&text))
+    }
+
+    /// The topology the first live node reports (call `wait_converged` first).
+    pub fn topology(&self) -> Vec<NodeEntry> {
+        self.topology_via(self.alive_ports()[0])
+            .expect("CLUSTER NODES")
+    }
+
+    /// The live masters (owning slots), each with its live replicas' ports.
+    pub fn shards(&self) -> Vec<(NodeEntry, Vec<u16>)> {
+        let topo = self.topology();
+        let mut out: Vec<(NodeEntry, Vec<u16>)> = topo
+            .iter()
+            .filter(|n| n.is_master() && !n.is_failed() && !n.slots.is_empty())
+            .map(|m| {
+                let reps = topo
+                    .iter()
+                    .filter(|r| r.master_id.as_deref() == Some(&m.id) && !r.is_failed())
+                    .map(|r| r.port)
+                    .collect();
+                (m.clone(), reps)
+            })
+            .collect();
+        out.sort_by_key(|(m, _)| m.slots.first().copied());
+        out
+    }
+
+    /// The port of the master owning `slot`.
+    pub fn owner(&self, slot: u16) -> u16 {
+        self.shards()
+            .iter()
+            .find(|(m, _)| m.owns(slot))
+            .map(|(m, _)| m.port)
+            .expect("slot not covered")
+    }
+
+    /// Waits (at most CONVERGE) until every live node reports cluster_state:ok with all
+    /// slots ok, all live nodes agree on who owns which slot and who replicates whom, and
+    /// every live replica has a live link and no sync in progress.
+    pub fn wait_converged(&self) {
+        let alive = self.alive_ports();
+        wait_until(CONVERGE, "cluster convergence", || {
+            let mut views: Vec<BTreeMap<u16, NodeView>> = vec![];
+            for &p in &alive {
+                let mut c = redis::Client::open(format!("redis://127.0.0.1:{p}/"))
+                    .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(2)))
+                    .map_err(|e| format!("{p}: {e}"))?;
+                let info: String = redis::cmd("CLUSTER")
+                    .arg("INFO")
+                    .query(&mut c)
+                    .map_err(|e| format!("{p}: {e}"))?;
+                if info_field(&info, "cluster_state").as_deref() != Some("ok")
+                    || info_field(&info, "cluster_slots_ok").as_deref() != Some("16384")
+                {
+                    return Err(format!("{p} not ok: {info}"));
+                }
+                let topo = self.topology_via(p)?;
+                let by_id: BTreeMap<&str, u16> =
+                    topo.iter().map(|n| (n.id.as_str(), n.port)).collect();
+                let mut view = BTreeMap::new();
+                for n in &topo {
+                    if self.dead.contains(&n.port) {
+                        continue;
+                    }
+                    if n.is_failed() || n.port == 0 || n.flags.iter().any(|f| f == "handshake") {
+                        return Err(format!("{p} sees {n:?}"));
+                    }
+                    let master = n.master_id.as_deref().and_then(|id| by_id.get(id).copied());
+                    view.insert(n.port, (n.is_master(), master, n.slots.clone()));
+                }
+                if view.len() != alive.len() {
+                    return Err(format!(
+                        "{p} knows {} live nodes of {}",
+                        view.len(),
+                        alive.len()
+                    ));
+                }
+                let replica_role = view.get(&p).map(|v| !v.0).unwrap_or(false);
+                if replica_role {
+                    let repl: String = redis::cmd("INFO")
+                        .arg("replication")
+                        .query(&mut c)
+                        .map_err(|e| format!("{p}: {e}"))?;
+                    if info_field(&repl, "master_link_status").as_deref() != Some("up")
+                        || info_field(&repl, "master_sync_in_progress").as_deref() != Some("0")
+                    {
+                        return Err(format!("replica {p} not in sync: {repl}"));
+                    }
+                }
+                // CLUSTER SLOTS (what cluster clients read) lists every live replica.
+                let slots: Vec<Vec<redis::Value>> = redis::cmd("CLUSTER")
+                    .arg("SLOTS")
+                    .query(&mut c)
+                    .map_err(|e| format!("{p}: {e}"))?;
+                let listed: usize = slots.iter().map(|r| r.len().saturating_sub(2)).sum();
+                let masters_ranges: usize = view.values().filter(|v| v.0).map(|v| v.2.len()).sum();
+                let replicas_of = |m: u16| view.values().filter(|v| v.1 == Some(m)).count();
+                let expected: usize = view
+                    .iter()
+                    .filter(|(_, v)| v.0)
+                    .map(|(&port, v)| v.2.len() * (1 + replicas_of(port)))
+                    .sum();
+                if slots.len() != masters_ranges || listed != expected {
+                    return Err(format!("{p}: CLUSTER SLOTS lists {listed} nodes for {} ranges, expected {expected}", slots.len()));
+                }
+                views.push(view);
+            }
+            if views.windows(2).any(|w| w[0] != w[1]) {
+                return Err(format!("nodes disagree: {views:?}"));
+            }
+            Ok(true)
+        });
+    }
+
+    /// Waits until every live replica has processed its master's whole replication
+    /// stream as it stood when this was called.
+    pub fn wait_replicas_caught_up(&self) {
+        for (m, reps) in self.shards() {
+            let mut mc = self.connection(m.port);
+            let repl: String = redis::cmd("INFO")
+                .arg("replication")
+                .query(&mut mc)
+                .unwrap();
+            let target: u64 = info_field(&repl, "master_repl_offset")
+                .unwrap()
+                .parse()
+                .unwrap();
+            for r in reps {
+                let mut rc = self.connection(r);
+                wait_until(
+                    CONVERGE,
+                    &format!("replica {r} to reach offset {target}"),
+                    || {
+                        let repl: String = redis::cmd("INFO")
+                            .arg("replication")
+                            .query(&mut rc)
+                            .map_err(|e| e.to_string())?;
+                        let off: u64 = info_field(&repl, "slave_repl_offset")
+                            .and_then(|v| v.parse().ok())
+                            .unwrap_or(0);
+                        Ok(off >= target)
+                    },
+                );
+            }
+        }
+    }
+
+    /// A cluster client seeded with every live node. With `replica_reads`, every
+    /// connection it opens sends READONLY, so reads it routes to replicas are served.
+    pub fn client(&self, replica_reads: bool) -> redis::cluster::ClusterClient {
+        let urls: Vec<String> = self
+            .alive_ports()
+            .iter()
+            .map(|p| format!("redis://127.0.0.1:{p}/"))
+            .collect();
+        let mut b = redis::cluster::ClusterClientBuilder::new(urls)
+            .connection_timeout(Duration::from_secs(5))
+            .response_timeout(Duration::from_secs(10));
+        if replica_reads {
+            b = b.read_routing_strategy(redis::cluster_read_routing::RandomReplicaStrategy);
+        }
+        b.build().expect("cluster client")
+    }
+
+    /// `calls` of `cmdstat_<command>` in INFO commandstats of one node (0 if absent).
+    pub fn command_calls(&self, port: u16, command: &str) -> u64 {
+        let mut c = self.connection(port);
+        let info: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query(&mut c)
+            .unwrap();
+        info.lines()
+            .find_map(|l| l.strip_prefix(&format!("cmdstat_{command}:calls=")))
+            .and_then(|rest| rest.split(',').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    }
+}
+
+pub fn info_value(info: &str, field: &str) -> Option<String> {
+    info_field(info, field)
+}

@@ -19,13 +19,14 @@ pub struct Parsed {
 }
 
 impl Parsed {
-    /// The request at `now`, or at the server's time `server_ms` when `now` was omitted.
-    pub fn request(&self, server_ms: u64) -> Request {
+    /// The request at `now`, or, when `now` was omitted, at the server's time in
+    /// milliseconds, which `server_ms` is only asked for then.
+    pub fn request(&self, server_ms: impl FnOnce() -> u64) -> Request {
         Request {
             limit: self.limit,
             window: self.window,
             unit: self.unit,
-            now: self.now.unwrap_or(server_ms / self.unit.millis()),
+            now: self.now.unwrap_or_else(|| server_ms() / self.unit.millis()),
             cost: self.cost,
         }
     }

@@ -13,6 +13,7 @@ use redis_module::raw;
 use std::ffi::CString;
 use std::os::raw::{c_char, c_int, c_longlong};
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicPtr, Ordering::Relaxed};
 
 type Ctx = *mut raw::RedisModuleCtx;
 type Argv = *mut *mut raw::RedisModuleString;
@@ -137,7 +138,8 @@ fn run(ctx: Ctx, argv: Argv, argc: c_int, mode: Mode) -> c_int {
             return reply_error(ctx, text.as_bytes_with_nul());
         }
     };
-    let server_ms = unsafe { raw::RedisModule_Milliseconds.unwrap()() }.max(0) as u64;
+    // The clock is read only when needed: for an omitted `now`, and for the expiry of
+    // an allowed CHECK.
     let request = parsed.request(server_ms);
     let open_mode = match mode {
         Mode::Check => raw::REDISMODULE_READ | raw::REDISMODULE_WRITE,
@@ -153,12 +155,46 @@ fn run(ctx: Ctx, argv: Argv, argc: c_int, mode: Mode) -> c_int {
     };
     let decision = window::decide(stored.as_ref(), &request);
     if mode == Mode::Check && decision.allowed {
-        let expire_at = server_ms + 2 * request.window * request.unit.millis();
+        let expire_at = server_ms() + 2 * request.window * request.unit.millis();
         key.write(&decision.state, expire_at);
     }
     drop(key);
     stats::record(mode == Mode::Peek, decision.allowed);
     reply(ctx, &decision, parsed.details)
+}
+
+fn server_ms() -> u64 {
+    unsafe { raw::RedisModule_Milliseconds.unwrap()() }.max(0) as u64
+}
+
+/// "PXAT", created once at load: RedisModule_Replicate then takes a reference instead
+/// of allocating a new string on every allowed CHECK.
+static PXAT: AtomicPtr<raw::RedisModuleString> = AtomicPtr::new(std::ptr::null_mut());
+
+/// Creates the strings the handlers reuse. Called once, at load, before the commands
+/// are registered.
+pub fn init_strings() -> Result<(), String> {
+    let s = unsafe {
+        raw::RedisModule_CreateString.unwrap()(std::ptr::null_mut(), c"PXAT".as_ptr(), 4)
+    };
+    if s.is_null() {
+        return Err("could not create a string".into());
+    }
+    PXAT.store(s, Relaxed);
+    Ok(())
+}
+
+/// `v` in decimal, in a stack buffer: no allocation.
+fn decimal(mut v: u64, buf: &mut [u8; 20]) -> &[u8] {
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            return &buf[i..];
+        }
+    }
 }
 
 /// An open key, closed on drop.
@@ -252,15 +288,18 @@ impl Key {
             );
             // Effects, not the command: replicas and AOF replay store the same bytes
             // and expiry whatever their own clocks say.
+            let mut digits = [0u8; 20];
+            let ms = decimal(expire_at_ms, &mut digits);
             raw::RedisModule_Replicate.unwrap()(
                 self.ctx,
                 c"SET".as_ptr(),
-                c"sbcl".as_ptr(),
+                c"sbsb".as_ptr(),
                 self.name,
                 bytes.as_ptr().cast::<c_char>(),
                 bytes.len(),
-                c"PXAT".as_ptr(),
-                expire_at_ms as c_longlong,
+                PXAT.load(Relaxed),
+                ms.as_ptr().cast::<c_char>(),
+                ms.len(),
             );
         }
     }
@@ -291,4 +330,15 @@ fn reply_error(ctx: Ctx, text: &[u8]) -> c_int {
     debug_assert_eq!(text.last(), Some(&0));
     unsafe { raw::RedisModule_ReplyWithError.unwrap()(ctx, text.as_ptr().cast()) };
     OK
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn decimal_formats_every_magnitude() {
+        let mut buf = [0u8; 20];
+        for v in [0, 7, 10, 1_796_015_107_000, u64::MAX] {
+            assert_eq!(super::decimal(v, &mut buf), v.to_string().as_bytes());
+        }
+    }
 }

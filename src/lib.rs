@@ -56,6 +56,7 @@ fn register(ctx: *mut raw::RedisModuleCtx) -> Result<(), String> {
     if let Some(missing) = commands::missing_api() {
         return Err(format!("this server lacks RedisModule_{missing}"));
     }
+    commands::init_strings()?;
     let create = unsafe { raw::RedisModule_CreateCommand }.ok_or("CreateCommand missing")?;
     for c in &COMMANDS {
         // Classic registration (no ACL categories): Redis 7.0 refuses modules that set them.

@@ -202,36 +202,42 @@ fn first_time_at_most(w: u64, counts: Counts, from: u64, most: u64) -> u64 {
 
 /// The smallest `elapsed` in `[lo, w)` with `estimate(w, c, elapsed) <= most`, if any.
 fn first_elapsed_at_most(w: u64, c: Counts, lo: u64, most: u64) -> Option<u64> {
-    let ok = |e: u64| estimate(w, c, e) <= most;
     if c.current > most {
         return None; // the weighted part only shrinks; `current` stays all window long
     }
-    if ok(lo) {
+    // The estimate never exceeds previous + current (the weight is at most 1 and
+    // rounding is monotone); when that sum is <= most (< 2^53, exact in a double) the
+    // estimate is within `most` all window long.
+    let headroom = most + 1 - c.current;
+    if c.previous < headroom {
         return Some(lo);
     }
-    if !ok(w - 1) {
-        return None;
-    }
-    // In exact arithmetic, estimate <= most  <=>  previous * (w - e) < (most + 1 - current) * w
-    //                                        <=>  e > (previous - (most + 1 - current)) * w / previous.
-    // `ok(lo)` failed, so previous > most + 1 - current >= 1. Doubles may round a step
-    // either way, so the guess is checked and, if off, settled by bisection (monotone).
+    let ok = |e: u64| estimate(w, c, e) <= most;
+    // In exact arithmetic, estimate <= most  <=>  previous * (w - e) < headroom * w
+    //                                        <=>  e > (previous - headroom) * w / previous.
+    // Doubles may round a step either way, so the guess is checked at itself and one
+    // step before; if it is off, bisection settles it (the estimate is monotone).
     let p = c.previous as u128;
-    let headroom = (most + 1 - c.current) as u128;
-    let guess = ((p - headroom) * w as u128 / p + 1) as u64;
-    let guess = guess.clamp(lo + 1, w - 1);
-    let (mut bad, mut good) = if ok(guess) {
-        if !ok(guess - 1) {
+    let guess = ((p - headroom as u128) * w as u128 / p + 1) as u64;
+    let guess = guess.clamp(lo, w - 1);
+    if ok(guess) {
+        if guess == lo || !ok(guess - 1) {
             return Some(guess);
         }
-        (lo, guess - 1)
-    } else {
-        if ok(guess + 1) {
-            return Some(guess + 1);
+        if ok(lo) {
+            return Some(lo);
         }
-        (guess + 1, w - 1)
-    };
-    // Invariant: !ok(bad), ok(good), bad < good.
+        return Some(bisect(lo, guess - 1, ok));
+    }
+    if guess == w - 1 || !ok(w - 1) {
+        return None;
+    }
+    Some(bisect(guess, w - 1, ok))
+}
+
+/// The first `e` in `(bad, good]` with `ok(e)`, given `!ok(bad)`, `ok(good)` and `ok`
+/// monotone.
+fn bisect(mut bad: u64, mut good: u64, ok: impl Fn(u64) -> bool) -> u64 {
     while good - bad > 1 {
         let mid = bad + (good - bad) / 2;
         if ok(mid) {
@@ -240,7 +246,7 @@ fn first_elapsed_at_most(w: u64, c: Counts, lo: u64, most: u64) -> Option<u64> {
             bad = mid;
         }
     }
-    Some(good)
+    good
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@ PORT    ?= 6379
 PYTHON  ?= python3
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: build run stop test test-rust test-python lint deps deps-system deps-python bench bench-quick clean
+.PHONY: build run stop test lint deps deps-system deps-python bench-deps bench bench-quick clean
 
 build: ## Build the module: target/release/libredis_slidingwindow.so
 	@command -v cargo >/dev/null || { echo "cargo is missing: install Rust from https://rustup.rs"; exit 1; }
@@ -43,10 +43,13 @@ lint:
 	cargo fmt --all -- --check
 	cargo clippy --release --all-targets -- -D warnings
 
-bench: build ## Server time, throughput, latency and memory against INCR, SET and the seed script
+bench-deps:
+	$(PYTHON) -m pip install -q -r bench/requirements.txt
+
+bench: build bench-deps ## Server time, throughput, latency and memory against INCR, SET and the seed script
 	$(PYTHON) bench/bench.py $(BENCH_ARGS)
 
-bench-quick: build ## The same benchmark, small: runs in CI so it cannot rot
+bench-quick: build bench-deps ## The same benchmark, small: runs in CI so it cannot rot
 	$(PYTHON) bench/bench.py --quick $(BENCH_ARGS)
 
 clean:

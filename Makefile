@@ -8,11 +8,12 @@ SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 build: ## Build the module: target/release/libredis_slidingwindow.so
 	@command -v cargo >/dev/null || { echo "cargo is missing: install Rust from https://rustup.rs"; exit 1; }
-	@[ -e /usr/lib/llvm-14/lib/libclang.so ] || ls /usr/lib/llvm-*/lib/libclang*.so* >/dev/null 2>&1 || $(MAKE) deps-system
+	@ls /usr/lib/llvm-*/lib/libclang.so >/dev/null 2>&1 || $(MAKE) deps-system
 	cargo build --release
 
 deps-system: ## redis-server and libclang-dev (bindgen needs it), from apt
-	@if ! command -v redis-server >/dev/null || ! ls /usr/lib/llvm-*/lib/libclang*.so* >/dev/null 2>&1; then \
+	@# libclang.so itself: a fresh Debian has libclang-cpp*.so, which bindgen cannot use.
+	@if ! command -v redis-server >/dev/null || ! ls /usr/lib/llvm-*/lib/libclang.so >/dev/null 2>&1; then \
 		$(SUDO) apt-get update -q && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q redis-server libclang-dev; \
 	fi
 

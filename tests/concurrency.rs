@@ -112,7 +112,7 @@ fn hammer(port: u16, t: usize, barrier: Arc<Barrier>) -> Vec<(i64, i64)> {
 
 /// A deterministic sequence of requests (arguments after the key), all valid.
 fn sequence() -> Vec<Vec<String>> {
-    let mut rng = Rng(0x5EED_0005);
+    let mut rng = Rng::new(0x5EED_0005);
     let mut now: i64 = 100_000;
     let mut out = vec![];
     for _ in 0..400 {

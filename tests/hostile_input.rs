@@ -366,7 +366,7 @@ fn hostile(kind: Kind, seed: u64) {
     let mut con = server.connection();
     setup(&mut con);
     let foreign_before = foreign_snapshot(&mut con);
-    let mut rng = Rng(seed);
+    let mut rng = Rng::new(seed);
     let (mut arrays, mut errs, mut wrongtypes, mut unchanged_checked) = (0u64, 0u64, 0u64, 0u64);
     for batch in 0..VECTORS / BATCH {
         let vectors: Vec<Vector> = (0..BATCH).map(|_| vector(&mut rng)).collect();

@@ -18,7 +18,7 @@ fn every_reply_matches_the_seed_script() {
             .arg(seed_script())
             .query(&mut c)
             .unwrap();
-        let mut rng = Rng(0x5eed + kind as u64);
+        let mut rng = Rng::new(0x5eed + kind as u64);
         let mut calls = 0;
         let mut allowed = 0;
         let mut denied = 0;

@@ -42,7 +42,7 @@ fn details_retry_and_reset_are_exact_on_the_server() {
     for kind in KINDS {
         let s = Server::start(kind, &[]);
         let mut c = s.connection();
-        let mut rng = Rng(kind as u64 + 1);
+        let mut rng = Rng::new(kind as u64 + 1);
         for case in 0..300 {
             let key = format!("d{case}");
             let window = rng.range(1, 30);

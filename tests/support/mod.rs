@@ -286,20 +286,8 @@ pub fn get_raw(con: &mut redis::Connection, key: &str) -> Option<Vec<u8>> {
     redis::cmd("GET").arg(key).query(con).expect("GET")
 }
 
-/// A deterministic generator (SplitMix64), so a failing case can be replayed.
-pub struct Rng(pub u64);
-
-impl Rng {
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// A value in `lo..=hi`.
-    pub fn range(&mut self, lo: u64, hi: u64) -> u64 {
-        lo + self.next_u64() % (hi - lo + 1)
-    }
-}
+/// The unit tests' deterministic generator, shared so a failing case can be replayed.
+#[path = "../../src/testrng.rs"]
+mod testrng;
+#[allow(unused_imports)] // not every test file draws random numbers
+pub use testrng::Rng;

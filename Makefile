@@ -36,7 +36,7 @@ run: deps-system build ## A redis-server on 127.0.0.1:$(PORT) with the module, v
 stop: ## Stop the server `make run` started
 	-redis-cli -p $(PORT) shutdown nosave
 
-test: build ## Every test: unit, integration (Redis 7.0 and Valkey 8.1), Python client
+test: deps-system build deps-python ## Every test: unit, integration (Redis 7.0 and Valkey 8.1), Python client
 	cargo test --release -- --test-threads=2
 	$(PYTHON) -m pytest -q clients/python/tests examples/gateway
 

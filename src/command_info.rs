@@ -96,7 +96,8 @@ pub fn set(
     summary: &'static CStr,
     write: bool,
 ) -> Result<(), String> {
-    let command = unsafe { raw::RedisModule_GetCommand.unwrap()(ctx, name.as_ptr()) };
+    let get_command = unsafe { raw::RedisModule_GetCommand }.ok_or("GetCommand missing")?;
+    let command = unsafe { get_command(ctx, name.as_ptr()) };
     if command.is_null() {
         return Err(format!("command {name:?} not found"));
     }

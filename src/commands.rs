@@ -31,7 +31,7 @@ enum Mode {
 }
 
 /// The first API function the handlers call that this server does not export, if any.
-/// Checked once at load, so the handlers' `unwrap()`s on these pointers cannot fail.
+/// Checked once at load, so `api!` on these pointers cannot fail.
 pub fn missing_api() -> Option<&'static str> {
     unsafe {
         let present = [
@@ -108,7 +108,7 @@ fn guarded(ctx: Ctx, f: impl FnOnce() -> c_int) -> c_int {
 /// The bytes of one argument, borrowed from Redis for the length of the call.
 unsafe fn arg<'a>(argv: Argv, i: usize) -> &'a [u8] {
     let mut len = 0;
-    let ptr = raw::RedisModule_StringPtrLen.unwrap()(*argv.add(i), &mut len);
+    let ptr = api!(RedisModule_StringPtrLen)(*argv.add(i), &mut len);
     std::slice::from_raw_parts(ptr.cast::<u8>(), len)
 }
 
@@ -164,7 +164,7 @@ fn run(ctx: Ctx, argv: Argv, argc: c_int, mode: Mode) -> c_int {
 }
 
 fn server_ms() -> u64 {
-    unsafe { raw::RedisModule_Milliseconds.unwrap()() }.max(0) as u64
+    unsafe { api!(RedisModule_Milliseconds)() }.max(0) as u64
 }
 
 /// "PXAT", created once at load: RedisModule_Replicate then takes a reference instead
@@ -174,9 +174,7 @@ static PXAT: AtomicPtr<raw::RedisModuleString> = AtomicPtr::new(std::ptr::null_m
 /// Creates the strings the handlers reuse. Called once, at load, before the commands
 /// are registered.
 pub fn init_strings() -> Result<(), String> {
-    let s = unsafe {
-        raw::RedisModule_CreateString.unwrap()(std::ptr::null_mut(), c"PXAT".as_ptr(), 4)
-    };
+    let s = unsafe { api!(RedisModule_CreateString)(std::ptr::null_mut(), c"PXAT".as_ptr(), 4) };
     if s.is_null() {
         return Err("could not create a string".into());
     }
@@ -206,14 +204,14 @@ struct Key {
 
 impl Key {
     fn open(ctx: Ctx, name: *mut raw::RedisModuleString, mode: c_int) -> Key {
-        let ptr = unsafe { raw::RedisModule_OpenKey.unwrap()(ctx, name, mode) }.cast();
+        let ptr = unsafe { api!(RedisModule_OpenKey)(ctx, name, mode) }.cast();
         Key { ctx, name, ptr }
     }
 
     /// The state the key holds: `Ok(None)` when missing, `Err` when it holds anything
     /// that is not a state (another type, or a string we did not write).
     fn read(&self) -> Result<Option<State>, ()> {
-        let kind = unsafe { raw::RedisModule_KeyType.unwrap()(self.ptr) } as isize;
+        let kind = unsafe { api!(RedisModule_KeyType)(self.ptr) } as isize;
         if kind == raw::REDISMODULE_KEYTYPE_EMPTY {
             return Ok(None);
         }
@@ -222,7 +220,7 @@ impl Key {
         }
         // Check the length before touching the bytes: a read through StringDMA converts
         // a foreign int-encoded or shared string in place.
-        let len = unsafe { raw::RedisModule_ValueLength.unwrap()(self.ptr) };
+        let len = unsafe { api!(RedisModule_ValueLength)(self.ptr) };
         if !(MIN_LEN..=MAX_LEN).contains(&len) {
             return Err(());
         }
@@ -235,7 +233,7 @@ impl Key {
     /// overwrite a value of the same length.
     fn dma(&self, mode: u32) -> Option<(*mut u8, usize)> {
         let mut len = 0;
-        let p = unsafe { raw::RedisModule_StringDMA.unwrap()(self.ptr, &mut len, mode as c_int) };
+        let p = unsafe { api!(RedisModule_StringDMA)(self.ptr, &mut len, mode as c_int) };
         (!p.is_null()).then_some((p.cast::<u8>(), len))
     }
 
@@ -253,34 +251,34 @@ impl Key {
     fn write(&self, state: &State, expire_at_ms: u64) {
         let enc = encoding::encode(state);
         let bytes = enc.as_bytes();
-        let current_len = unsafe { raw::RedisModule_ValueLength.unwrap()(self.ptr) };
+        let current_len = unsafe { api!(RedisModule_ValueLength)(self.ptr) };
         unsafe {
             if current_len == bytes.len() {
                 // Same length (the common case): overwrite in place, no allocation.
                 self.overwrite(bytes);
             } else if current_len == 0 {
-                raw::RedisModule_StringTruncate.unwrap()(self.ptr, bytes.len());
+                api!(RedisModule_StringTruncate)(self.ptr, bytes.len());
                 self.overwrite(bytes);
             } else {
                 // A count crossed a varint boundary: a fresh, exactly sized string
                 // (growing in place would over-allocate).
-                let s = raw::RedisModule_CreateString.unwrap()(
+                let s = api!(RedisModule_CreateString)(
                     self.ctx,
                     bytes.as_ptr().cast::<c_char>(),
                     bytes.len(),
                 );
-                raw::RedisModule_StringSet.unwrap()(self.ptr, s);
-                raw::RedisModule_FreeString.unwrap()(self.ctx, s);
+                api!(RedisModule_StringSet)(self.ptr, s);
+                api!(RedisModule_FreeString)(self.ctx, s);
             }
-            raw::RedisModule_SetAbsExpire.unwrap()(self.ptr, expire_at_ms as c_longlong);
-            raw::RedisModule_SignalModifiedKey.unwrap()(self.ctx, self.name);
-            raw::RedisModule_NotifyKeyspaceEvent.unwrap()(
+            api!(RedisModule_SetAbsExpire)(self.ptr, expire_at_ms as c_longlong);
+            api!(RedisModule_SignalModifiedKey)(self.ctx, self.name);
+            api!(RedisModule_NotifyKeyspaceEvent)(
                 self.ctx,
                 raw::REDISMODULE_NOTIFY_STRING,
                 c"set".as_ptr(),
                 self.name,
             );
-            raw::RedisModule_NotifyKeyspaceEvent.unwrap()(
+            api!(RedisModule_NotifyKeyspaceEvent)(
                 self.ctx,
                 raw::REDISMODULE_NOTIFY_GENERIC,
                 c"expire".as_ptr(),
@@ -290,7 +288,7 @@ impl Key {
             // and expiry whatever their own clocks say.
             let mut digits = [0u8; 20];
             let ms = decimal(expire_at_ms, &mut digits);
-            raw::RedisModule_Replicate.unwrap()(
+            api!(RedisModule_Replicate)(
                 self.ctx,
                 c"SET".as_ptr(),
                 c"sbsb".as_ptr(),
@@ -307,13 +305,13 @@ impl Key {
 
 impl Drop for Key {
     fn drop(&mut self) {
-        unsafe { raw::RedisModule_CloseKey.unwrap()(self.ptr) };
+        unsafe { api!(RedisModule_CloseKey)(self.ptr) };
     }
 }
 
 fn reply(ctx: Ctx, d: &Decision, details: bool) -> c_int {
-    let int = |v: i64| unsafe { raw::RedisModule_ReplyWithLongLong.unwrap()(ctx, v) };
-    unsafe { raw::RedisModule_ReplyWithArray.unwrap()(ctx, if details { 6 } else { 2 }) };
+    let int = |v: i64| unsafe { api!(RedisModule_ReplyWithLongLong)(ctx, v) };
+    unsafe { api!(RedisModule_ReplyWithArray)(ctx, if details { 6 } else { 2 }) };
     int(i64::from(d.allowed));
     int(d.count as i64);
     if details {
@@ -328,7 +326,7 @@ fn reply(ctx: Ctx, d: &Decision, details: bool) -> c_int {
 /// `text` must end with a NUL byte and start with an error code ("ERR ", "WRONGTYPE ").
 fn reply_error(ctx: Ctx, text: &[u8]) -> c_int {
     debug_assert_eq!(text.last(), Some(&0));
-    unsafe { raw::RedisModule_ReplyWithError.unwrap()(ctx, text.as_ptr().cast()) };
+    unsafe { api!(RedisModule_ReplyWithError)(ctx, text.as_ptr().cast()) };
     OK
 }
 

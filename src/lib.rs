@@ -6,6 +6,8 @@
 // unused there.
 #![cfg_attr(test, allow(dead_code))]
 
+#[macro_use]
+mod api;
 mod args;
 mod command_info;
 mod commands;
@@ -91,10 +93,10 @@ fn register(ctx: *mut raw::RedisModuleCtx) -> Result<(), String> {
 /// `INFO slidingwindow`: one section named after the module.
 extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) {
     unsafe {
-        raw::RedisModule_InfoAddSection.unwrap()(ctx, c"".as_ptr());
+        api!(RedisModule_InfoAddSection)(ctx, c"".as_ptr());
         for (field, value) in stats::snapshot() {
             let name = std::ffi::CString::new(field).unwrap_or_default();
-            raw::RedisModule_InfoAddFieldULongLong.unwrap()(ctx, name.as_ptr(), value);
+            api!(RedisModule_InfoAddFieldULongLong)(ctx, name.as_ptr(), value);
         }
     }
 }

@@ -130,6 +130,10 @@ fn parse(argv: Argv, argc: usize) -> Result<Parsed, ArgError> {
 }
 
 fn run(ctx: Ctx, argv: Argv, argc: c_int, mode: Mode) -> c_int {
+    #[cfg(feature = "fault-injection")]
+    if argc >= 2 {
+        crate::fault::maybe_panic(unsafe { arg(argv, 1) });
+    }
     let parsed = match parse(argv, argc.max(0) as usize) {
         Ok(p) => p,
         Err(e) => {

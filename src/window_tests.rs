@@ -286,14 +286,19 @@ fn retry_after_is_exact_for_large_values() {
     }
 }
 
+/// The largest state and request: every result is exact and nothing overflows (the unit
+/// tests run with overflow checks, see `overflow_checks_are_on`). With both counts at
+/// 2^53-1 the estimate is 0 only two windows on, whatever the window.
 #[test]
 fn extremes_do_not_overflow() {
     for &window in &[1, 2, Unit::Millis.max_window()] {
         for &now in &[0, MAX_VALUE - 1, MAX_VALUE] {
+            let index = now / window;
+            let two_windows_on = (index + 2) * window - now;
             let state = State {
                 unit: Unit::Millis,
                 window,
-                index: now / window,
+                index,
                 current: MAX_VALUE,
                 previous: MAX_VALUE,
             };
@@ -305,12 +310,35 @@ fn extremes_do_not_overflow() {
                 cost: MAX_VALUE,
             };
             let d = decide(Some(&state), &r);
-            assert!(!d.allowed);
-            let _ = (d.retry_after(), d.reset_after(), d.remaining());
+            let case = format!("window {window} now {now}");
+            assert!(!d.allowed, "{case}");
+            assert!(
+                d.count >= MAX_VALUE && d.count <= 2 * MAX_VALUE,
+                "{case}: {d:?}"
+            );
+            assert_eq!(d.remaining(), 0, "{case}");
+            assert_eq!(d.retry_after(), two_windows_on as i64, "{case}");
+            assert_eq!(d.reset_after(), two_windows_on, "{case}");
             let d = decide(None, &r);
-            assert!(d.allowed);
-            assert_eq!(d.count, MAX_VALUE);
-            let _ = (d.retry_after(), d.reset_after(), d.remaining());
+            assert!(d.allowed, "{case}");
+            assert_eq!(d.count, MAX_VALUE, "{case}");
+            assert_eq!(d.remaining(), 0, "{case}");
+            assert_eq!(d.retry_after(), -1, "{case}");
+            assert_eq!(d.reset_after(), two_windows_on, "{case}");
         }
     }
+}
+
+/// `make test` runs the unit tests with `cargo test --lib`: the test profile, which
+/// checks every integer operation for overflow (the release profile the module ships
+/// with does not). Under `--release` this test fails rather than let the ones above
+/// pass without their checks.
+#[test]
+fn overflow_checks_are_on() {
+    let overflowed =
+        std::panic::catch_unwind(|| std::hint::black_box(u64::MAX) + std::hint::black_box(1));
+    assert!(
+        overflowed.is_err(),
+        "built without overflow checks: run the unit tests with `cargo test --lib`"
+    );
 }

@@ -1,4 +1,4 @@
-//! Redis Cluster (3 masters + 3 replicas), on Redis 7.0 and Valkey 8.1:
+//! Redis Cluster (3 masters + 3 replicas), on every server:
 //!
 //! * 10,000 identities driven through the cluster-aware client (pipelined, explicit
 //!   `now`): each gets exactly its limit, and no redirection or cross-slot error ever
@@ -7,31 +7,34 @@
 //!   MOVED before READONLY, right counts after, INFO commandstats on the replica counts
 //!   the PEEKs and the master's does not) and through the client routed to replicas;
 //! * resharding (`--cluster reshard`, MIGRATE underneath) of slots holding live
-//!   identities, with CHECKs and PEEKs running during the move: the state bytes, the
-//!   counts and the denials at the limit survive.
+//!   identities, with CHECKs and PEEKs running during the move (and counted while it
+//!   runs): the state bytes, the absolute expiries, the counts and the denials at the
+//!   limit survive.
 
 #[path = "support/cluster.rs"]
 mod cluster_support;
+#[macro_use]
 mod support;
 
 use cluster_support::{key_slot, Cluster};
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 use redis::Value;
 use std::collections::HashMap;
-use std::process::Command;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
-use support::Kind;
+use std::time::{Duration, Instant};
+use support::{replies, sw, Kind, Sw, CHECK, PEEK};
+
+on_every_server!(cluster);
 
 const IDENTITIES: usize = 10_000;
-const WINDOW: &str = "3600";
+const WINDOW: u64 = 3600;
 /// An explicit time (seconds) in the middle of a window: every reply is deterministic.
-const NOW: &str = "1000000";
+const NOW: u64 = 1_000_000;
 const PIPELINE: usize = 5_000;
 
 fn key(i: usize) -> String {
-    format!("sw:user:{i}")
+    support::key("sw:user", i)
 }
 
 /// Limits 1 to 7.
@@ -39,22 +42,17 @@ fn limit(i: usize) -> u64 {
     1 + (i % 7) as u64
 }
 
+/// The `i`th identity's request.
+fn limiter(i: usize) -> Sw {
+    sw(key(i)).limit(limit(i)).window(WINDOW).now(NOW)
+}
+
 fn ints(v: &Value) -> Vec<i64> {
     redis::from_redis_value(v.clone())
         .unwrap_or_else(|e| panic!("not an integer array: {v:?}: {e}"))
 }
 
-#[test]
-fn cluster_redis() {
-    drive_peek_reshard(Kind::Redis);
-}
-
-#[test]
-fn cluster_valkey() {
-    drive_peek_reshard(Kind::Valkey);
-}
-
-fn drive_peek_reshard(kind: Kind) {
+fn cluster(kind: Kind) {
     let t0 = Instant::now();
     let c = Cluster::start(kind, 3, 1);
     let shards = c.shards();
@@ -78,28 +76,26 @@ fn drive_peek_reshard(kind: Kind) {
     let rounds = 7 + 2;
     let mut sent = 0usize;
     for round in 0..rounds {
+        let last = round == rounds - 1;
         let todo: Vec<usize> = (0..IDENTITIES)
             .filter(|&i| (round as u64) < limit(i) + 2)
             .collect();
         for chunk in todo.chunks(PIPELINE) {
             let mut pipe = redis::cluster::cluster_pipe();
             for &i in chunk {
-                let l = limit(i).to_string();
-                pipe.cmd("SLIDINGWINDOW.CHECK")
-                    .arg(key(i))
-                    .arg(&l)
-                    .arg(WINDOW)
-                    .arg(NOW);
-                if round == rounds - 1 {
-                    pipe.arg("DETAILS");
-                }
+                let call = if last {
+                    limiter(i).details()
+                } else {
+                    limiter(i)
+                };
+                pipe.add_command(call.cmd(CHECK));
             }
             // Any MOVED/ASK/CROSSSLOT that the client did not absorb would be an Err here.
-            let replies: Vec<Value> = pipe
+            let got: Vec<Value> = pipe
                 .query(&mut con)
                 .unwrap_or_else(|e| panic!("round {round}: {e}"));
             sent += chunk.len();
-            for (&i, v) in chunk.iter().zip(&replies) {
+            for (&i, v) in chunk.iter().zip(&replies(got, chunk.len(), "CHECK")) {
                 let r = ints(v);
                 let l = limit(i) as i64;
                 let expect = if (round as i64) < l {
@@ -108,7 +104,7 @@ fn drive_peek_reshard(kind: Kind) {
                     [0, l]
                 };
                 assert_eq!(r[..2], expect, "{} limit {l} round {round}", key(i));
-                if round == rounds - 1 {
+                if last {
                     // DETAILS: limit, remaining 0, retry_after > 0, reset_after > 0.
                     assert_eq!(r.len(), 6);
                     assert_eq!((r[2], r[3]), (l, 0));
@@ -119,7 +115,7 @@ fn drive_peek_reshard(kind: Kind) {
     }
     let allowed_total: u64 = (0..IDENTITIES).map(limit).sum();
     eprintln!(
-        "{kind:?}: {IDENTITIES} identities, {sent} CHECKs ({allowed_total} allowed) through the cluster client in {:?}",
+        "{kind}: {IDENTITIES} identities, {sent} CHECKs ({allowed_total} allowed) through the cluster client in {:?}",
         t0.elapsed()
     );
 
@@ -140,25 +136,16 @@ fn drive_peek_reshard(kind: Kind) {
         let replica_peeks_before = c.command_calls(replica, "slidingwindow.peek");
         let mut rc = c.connection(replica);
         // Without READONLY the replica redirects to its master.
-        let err = support::sw(
-            &mut rc,
-            "SLIDINGWINDOW.PEEK",
-            &[&key(ids[0]), "1", WINDOW, NOW],
-        )
-        .unwrap_err();
+        let err = limiter(ids[0]).try_peek(&mut rc).unwrap_err();
         assert_eq!(err.code(), Some("MOVED"), "{err}");
         let _: () = redis::cmd("READONLY").query(&mut rc).unwrap();
         for chunk in ids.chunks(PIPELINE) {
             let mut pipe = redis::pipe();
             for &i in chunk {
-                pipe.cmd("SLIDINGWINDOW.PEEK")
-                    .arg(key(i))
-                    .arg(limit(i))
-                    .arg(WINDOW)
-                    .arg(NOW);
+                pipe.add_command(limiter(i).cmd(PEEK));
             }
-            let replies: Vec<Vec<i64>> = pipe.query(&mut rc).expect("PEEK on replica");
-            for (&i, r) in chunk.iter().zip(&replies) {
+            let got: Vec<Vec<i64>> = pipe.query(&mut rc).expect("PEEK on replica");
+            for (&i, r) in chunk.iter().zip(&replies(got, chunk.len(), "PEEK")) {
                 assert_eq!(
                     r,
                     &vec![0, limit(i) as i64],
@@ -189,47 +176,35 @@ fn drive_peek_reshard(kind: Kind) {
     }
     // Through the cluster client, routed to replicas (the client does not know PEEK is
     // read-only, so the route is explicit).
-    let before: u64 = shards
-        .iter()
-        .map(|(_, r)| c.command_calls(r[0], "slidingwindow.peek"))
-        .sum();
+    let replica_peeks = || -> u64 {
+        shards
+            .iter()
+            .map(|(_, r)| c.command_calls(r[0], "slidingwindow.peek"))
+            .sum()
+    };
+    let before = replica_peeks();
     let sample: Vec<usize> = (0..IDENTITIES).step_by(20).collect();
     for &i in &sample {
-        let mut cmd = redis::cmd("SLIDINGWINDOW.PEEK");
-        cmd.arg(key(i))
-            .arg(limit(i))
-            .arg(WINDOW)
-            .arg(NOW)
-            .arg("DETAILS");
         let route = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(Route::new(
             key_slot(key(i).as_bytes()),
             SlotAddr::ReplicaRequired,
         )));
         let v = con
-            .route_command(&cmd, route)
+            .route_command(&limiter(i).details().cmd(PEEK), route)
             .unwrap_or_else(|e| panic!("routed PEEK {}: {e}", key(i)));
         let r = ints(&v);
-        assert_eq!(
-            r[..4],
-            [0, limit(i) as i64, limit(i) as i64, 0],
-            "{}",
-            key(i)
-        );
+        let l = limit(i) as i64;
+        // Denied at the limit, limit, remaining 0.
+        assert_eq!(r[..4], [0, l, l, 0], "{}", key(i));
     }
-    let after: u64 = shards
-        .iter()
-        .map(|(_, r)| c.command_calls(r[0], "slidingwindow.peek"))
-        .sum();
+    let routed = replica_peeks() - before;
     assert!(
-        after - before >= sample.len() as u64,
-        "replicas served {} of {}",
-        after - before,
+        routed >= sample.len() as u64,
+        "replicas served {routed} of {}",
         sample.len()
     );
     eprintln!(
-        "{kind:?}: replicas served {:?} direct READONLY PEEKs + {} routed ones; {:?} so far",
-        replica_peeks_sent,
-        after - before,
+        "{kind}: replicas served {replica_peeks_sent:?} direct READONLY PEEKs + {routed} routed ones; {:?} so far",
         t0.elapsed()
     );
 
@@ -237,7 +212,8 @@ fn drive_peek_reshard(kind: Kind) {
     reshard(&c, &client, &shards, t0);
 }
 
-fn snapshot(con: &mut redis::cluster::ClusterConnection) -> Vec<Vec<u8>> {
+/// Every identity's state bytes, through the cluster client.
+fn states(con: &mut redis::cluster::ClusterConnection) -> Vec<Vec<u8>> {
     let mut out = Vec::with_capacity(IDENTITIES);
     let all: Vec<usize> = (0..IDENTITIES).collect();
     for chunk in all.chunks(PIPELINE) {
@@ -246,9 +222,51 @@ fn snapshot(con: &mut redis::cluster::ClusterConnection) -> Vec<Vec<u8>> {
             pipe.cmd("GET").arg(key(i));
         }
         let got: Vec<Option<Vec<u8>>> = pipe.query(con).expect("GET");
+        let got = replies(got, chunk.len(), "GET");
         out.extend(got.into_iter().map(|g| g.expect("state present")));
     }
     out
+}
+
+/// The absolute expiry of each of `ids`, on one node.
+fn expiries(con: &mut redis::Connection, ids: &[usize]) -> Vec<i64> {
+    let mut pipe = redis::pipe();
+    for &i in ids {
+        pipe.cmd("PEXPIRETIME").arg(key(i));
+    }
+    let got: Vec<i64> = pipe.query(con).expect("PEXPIRETIME");
+    replies(got, ids.len(), "PEXPIRETIME")
+}
+
+/// CHECKs and PEEKs on `ids` (all at their limit: denied, nothing written), one at a
+/// time, until `stop`; `ops` counts the replies, each checked. The client follows MOVED
+/// and ASK for single commands (its sync pipelines return ASK as an error).
+fn traffic(
+    client: redis::cluster::ClusterClient,
+    ids: Vec<usize>,
+    ops: Arc<AtomicU64>,
+    stop: Arc<AtomicBool>,
+) -> Result<(), String> {
+    let mut con = client.get_connection().map_err(|e| e.to_string())?;
+    let deadline = Instant::now() + Duration::from_secs(300);
+    let mut n = 0usize;
+    while !stop.load(Ordering::SeqCst) && Instant::now() < deadline {
+        let i = ids[n % ids.len()];
+        n += 7;
+        for command in [CHECK, PEEK] {
+            let r: Vec<i64> = limiter(i)
+                .cmd(command)
+                .query(&mut con)
+                .map_err(|e| format!("{command} {} during reshard: {e}", key(i)))?;
+            if r != vec![0, limit(i) as i64] {
+                return Err(format!("{command} {} during reshard: {r:?}", key(i)));
+            }
+            ops.fetch_add(1, Ordering::SeqCst);
+        }
+        // Steady traffic, not a busy loop: the servers need the CPU to move the slots.
+        std::thread::sleep(Duration::from_micros(500));
+    }
+    Ok(())
 }
 
 fn reshard(
@@ -259,7 +277,7 @@ fn reshard(
 ) {
     let kind = c.kind;
     let mut con = client.get_connection().unwrap();
-    let before = snapshot(&mut con);
+    let before = states(&mut con);
     let (from, to) = (&shards[0].0, &shards[1].0);
     let moving = 1000usize;
     // redis-cli moves the lowest-numbered slots of the source first.
@@ -274,69 +292,54 @@ fn reshard(
         "only {} identities in the moved slots",
         moved_ids.len()
     );
+    let expiry_before = expiries(&mut c.connection(from.port), &moved_ids);
 
     // Traffic during the move: CHECKs at the limit must stay denied, PEEKs must agree.
     let stop = Arc::new(AtomicBool::new(false));
-    let traffic = {
-        let stop = stop.clone();
-        let client = client.clone();
-        let ids = moved_ids.clone();
-        std::thread::spawn(move || -> Result<u64, String> {
-            let mut con = client.get_connection().map_err(|e| e.to_string())?;
-            let mut ops = 0u64;
-            let mut n = 0usize;
-            // One command at a time: the client follows MOVED and ASK for single
-            // commands (its sync pipelines return ASK as an error).
-            while !stop.load(Ordering::SeqCst) && ops < 200_000 {
-                let i = ids[n % ids.len()];
-                n += 7;
-                for command in ["SLIDINGWINDOW.CHECK", "SLIDINGWINDOW.PEEK"] {
-                    let r: Vec<i64> = redis::cmd(command)
-                        .arg(key(i))
-                        .arg(limit(i))
-                        .arg(WINDOW)
-                        .arg(NOW)
-                        .query(&mut con)
-                        .map_err(|e| format!("{command} {} during reshard: {e}", key(i)))?;
-                    if r != vec![0, limit(i) as i64] {
-                        return Err(format!("{command} {} during reshard: {r:?}", key(i)));
-                    }
-                    ops += 1;
-                }
-            }
-            Ok(ops)
-        })
+    let ops = Arc::new(AtomicU64::new(0));
+    let load = {
+        let (client, ids, ops, stop) =
+            (client.clone(), moved_ids.clone(), ops.clone(), stop.clone());
+        std::thread::spawn(move || traffic(client, ids, ops, stop))
     };
-    let t = Instant::now();
-    let out = Command::new(cluster_support::cli(kind))
-        .args(["--cluster", "reshard", &format!("127.0.0.1:{}", from.port)])
-        .args(["--cluster-from", &from.id, "--cluster-to", &to.id])
-        .args(["--cluster-slots", &moving.to_string(), "--cluster-yes"])
-        .output()
-        .expect("run reshard");
-    let took = t.elapsed();
-    stop.store(true, Ordering::SeqCst);
-    let ops = traffic.join().unwrap().unwrap_or_else(|e| panic!("{e}"));
-    assert!(
-        out.status.success(),
-        "reshard failed: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
+    support::wait_for("traffic to start", || ops.load(Ordering::SeqCst) > 0);
+    let (ops_at_start, ms_at_start) = (
+        ops.load(Ordering::SeqCst),
+        support::server_ms(&mut c.connection(to.port)),
     );
-    c.wait_converged();
+    let t = Instant::now();
+    let runs = c.reshard(from, to, &moved_slots);
+    let took = t.elapsed();
+    let (ops_at_end, ms_at_end) = (
+        ops.load(Ordering::SeqCst),
+        support::server_ms(&mut c.connection(to.port)),
+    );
+    stop.store(true, Ordering::SeqCst);
+    load.join().unwrap().unwrap_or_else(|e| panic!("{e}"));
+    let during = ops_at_end - ops_at_start;
+    assert!(
+        during > 0,
+        "no CHECK or PEEK completed while the slots moved"
+    );
     for s in &moved_slots {
         assert_eq!(c.owner(*s), to.port, "slot {s} not moved");
     }
-    // Every moved key now lives on the target master, with its TTL.
-    let mut tc = c.connection(to.port);
-    for &i in &moved_ids {
-        let pttl: i64 = redis::cmd("PTTL").arg(key(i)).query(&mut tc).unwrap();
-        assert!(pttl > 0, "{} on the target: PTTL {pttl}", key(i));
+    // Every moved key now lives on the target master with its absolute expiry. MIGRATE
+    // carries a relative TTL, so the target's expiry may be later by the time the key
+    // spent in transit, which lies within the reshard.
+    let expiry_after = expiries(&mut c.connection(to.port), &moved_ids);
+    let transit = (ms_at_end - ms_at_start) as i64;
+    for ((&i, &was), &is) in moved_ids.iter().zip(&expiry_before).zip(&expiry_after) {
+        assert!(
+            was > 0 && was <= is && is <= was + transit,
+            "{}: PEXPIRETIME {was} before, {is} after a {transit} ms reshard",
+            key(i)
+        );
     }
-    // Same bytes, same counts, still denied at the limit — for all identities.
+    // Same bytes, same counts, still denied at the limit, for all identities.
     let mut con = client.get_connection().unwrap();
     assert_eq!(
-        snapshot(&mut con),
+        states(&mut con),
         before,
         "state bytes changed by the reshard"
     );
@@ -344,45 +347,28 @@ fn reshard(
     for chunk in all.chunks(PIPELINE) {
         let mut pipe = redis::cluster::cluster_pipe();
         for &i in chunk {
-            pipe.cmd("SLIDINGWINDOW.PEEK")
-                .arg(key(i))
-                .arg(limit(i))
-                .arg(WINDOW)
-                .arg(NOW);
-            pipe.cmd("SLIDINGWINDOW.CHECK")
-                .arg(key(i))
-                .arg(limit(i))
-                .arg(WINDOW)
-                .arg(NOW);
+            pipe.add_command(limiter(i).cmd(PEEK));
+            pipe.add_command(limiter(i).cmd(CHECK));
         }
-        let replies: Vec<Vec<i64>> = pipe.query(&mut con).expect("after reshard");
-        for (j, &i) in chunk.iter().enumerate() {
-            assert_eq!(replies[2 * j], vec![0, limit(i) as i64], "PEEK {}", key(i));
-            assert_eq!(
-                replies[2 * j + 1],
-                vec![0, limit(i) as i64],
-                "CHECK {}",
-                key(i)
-            );
+        let got: Vec<Vec<i64>> = pipe.query(&mut con).expect("after reshard");
+        let got = replies(got, 2 * chunk.len(), "after reshard");
+        for (pair, &i) in got.chunks(2).zip(chunk) {
+            let denied = vec![0, limit(i) as i64];
+            assert_eq!(pair, [denied.clone(), denied], "PEEK, CHECK {}", key(i));
         }
     }
     // The target's replica got the moved keys too, and serves them.
     c.wait_replicas_caught_up();
-    let replica = shards[1].1[0];
-    let mut rc = c.connection(replica);
+    let mut rc = c.connection(shards[1].1[0]);
     let _: () = redis::cmd("READONLY").query(&mut rc).unwrap();
     let mut pipe = redis::pipe();
     for &i in &moved_ids {
-        pipe.cmd("SLIDINGWINDOW.PEEK")
-            .arg(key(i))
-            .arg(limit(i))
-            .arg(WINDOW)
-            .arg(NOW);
+        pipe.add_command(limiter(i).cmd(PEEK));
     }
-    let replies: Vec<Vec<i64>> = pipe
+    let got: Vec<Vec<i64>> = pipe
         .query(&mut rc)
         .expect("PEEK moved keys on target's replica");
-    for (r, &i) in replies.iter().zip(&moved_ids) {
+    for (r, &i) in replies(got, moved_ids.len(), "PEEK").iter().zip(&moved_ids) {
         assert_eq!(
             r,
             &vec![0, limit(i) as i64],
@@ -391,7 +377,7 @@ fn reshard(
         );
     }
     eprintln!(
-        "{kind:?}: resharded {moving} slots ({} identities) in {took:?} with {ops} CHECK/PEEK during the move; total {:?}",
+        "{kind}: resharded {moving} slots ({} identities) in {took:?} ({runs} cli runs) with {during} CHECK/PEEK completed during the move; total {:?}",
         moved_ids.len(),
         t0.elapsed()
     );

@@ -1,5 +1,5 @@
-//! Atomicity under concurrency, on Redis 7.0 and Valkey 8.1, with a replica (REPLICAOF)
-//! and the AOF (appendfsync always) attached to the master:
+//! Atomicity under concurrency, on every server, with a replica (REPLICAOF) and the AOF
+//! (appendfsync always) attached to the master:
 //!
 //! 1. 50 connections (threads) hammer one identity with limit 1000 in one window, some
 //!    with direct CHECKs, some inside MULTI/EXEC, some through EVAL: exactly 1000 are
@@ -7,51 +7,31 @@
 //! 2. The same 400-step sequence of requests (time moving forward and backward, window
 //!    and unit changes, costs, DETAILS, PEEKs, over-limit costs) gives the same replies
 //!    and the same state bytes after every step whether sent directly, inside MULTI/EXEC
-//!    or from a Lua script.
+//!    or from a Lua script. Its windows are hours long, so that no key expires by the
+//!    real clock while the three runs and the snapshots are compared.
 //! 3. The replica, and the master restarted from its AOF, hold the same keys with the
 //!    same bytes (GET) and the same absolute expiry (PEXPIRETIME) as the master.
 
+#[macro_use]
 mod support;
 
 use redis::Value;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
-use support::{Kind, Rng, Server};
+use support::{info_value, replies, sw, wait_for, Kind, Rng, Server, Sw, CHECK};
+
+on_every_server!(concurrency);
 
 const THREADS: usize = 50;
 const PER_THREAD: usize = 40;
 const LIMIT: i64 = 1000;
-const WINDOW: &str = "3600";
-const NOW: &str = "9000000";
 const SCRIPT: &str = "return redis.call('SLIDINGWINDOW.CHECK', KEYS[1], ARGV[1], ARGV[2], ARGV[3])";
 const SCRIPT_ANY: &str = "return redis.call(ARGV[1], KEYS[1], unpack(ARGV, 2))";
 
-#[test]
-fn concurrency_redis() {
-    concurrency(Kind::Redis);
-}
-
-#[test]
-fn concurrency_valkey() {
-    concurrency(Kind::Valkey);
-}
-
-fn info_line(con: &mut redis::Connection, section: &str, field: &str) -> String {
-    let info: String = redis::cmd("INFO").arg(section).query(con).expect("INFO");
-    info.lines()
-        .find_map(|l| l.strip_prefix(&format!("{field}:")))
-        .unwrap_or("")
-        .trim()
-        .to_string()
-}
-
-fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !f() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+/// The hot identity's request: limit 1000 per hour, at a fixed time.
+fn hot() -> Sw {
+    sw("hot").limit(LIMIT as u64).window(3600).now(9_000_000)
 }
 
 /// One thread's CHECKs on the hot identity, in the thread's mode; the allowed flags and
@@ -61,19 +41,12 @@ fn hammer(port: u16, t: usize, barrier: Arc<Barrier>) -> Vec<(i64, i64)> {
     let mut con = client
         .get_connection_with_timeout(Duration::from_secs(5))
         .unwrap();
-    let lim = LIMIT.to_string();
     barrier.wait();
     let mut out = Vec::with_capacity(PER_THREAD);
     match t % 3 {
         0 => {
             for _ in 0..PER_THREAD {
-                let r: Vec<i64> = redis::cmd("SLIDINGWINDOW.CHECK")
-                    .arg("hot")
-                    .arg(&lim)
-                    .arg(WINDOW)
-                    .arg(NOW)
-                    .query(&mut con)
-                    .unwrap();
+                let r = hot().check(&mut con);
                 out.push((r[0], r[1]));
             }
         }
@@ -82,25 +55,20 @@ fn hammer(port: u16, t: usize, barrier: Arc<Barrier>) -> Vec<(i64, i64)> {
                 let mut pipe = redis::pipe();
                 pipe.atomic();
                 for _ in 0..5 {
-                    pipe.cmd("SLIDINGWINDOW.CHECK")
-                        .arg("hot")
-                        .arg(&lim)
-                        .arg(WINDOW)
-                        .arg(NOW);
+                    pipe.add_command(hot().cmd(CHECK));
                 }
                 let rs: Vec<Vec<i64>> = pipe.query(&mut con).unwrap();
-                out.extend(rs.iter().map(|r| (r[0], r[1])));
+                out.extend(replies(rs, 5, "MULTI").iter().map(|r| (r[0], r[1])));
             }
         }
         _ => {
             for _ in 0..PER_THREAD {
+                // KEYS[1] is the key, ARGV the arguments after it.
+                let args = hot().args();
                 let r: Vec<i64> = redis::cmd("EVAL")
                     .arg(SCRIPT)
                     .arg(1)
-                    .arg("hot")
-                    .arg(&lim)
-                    .arg(WINDOW)
-                    .arg(NOW)
+                    .arg(&args)
                     .query(&mut con)
                     .unwrap();
                 out.push((r[0], r[1]));
@@ -110,15 +78,18 @@ fn hammer(port: u16, t: usize, barrier: Arc<Barrier>) -> Vec<(i64, i64)> {
     out
 }
 
-/// A deterministic sequence of requests (arguments after the key), all valid.
+/// A deterministic sequence of requests (the command, then the arguments after the
+/// key), all valid. Windows of 2 to 17 hours, times moving by up to 7 hours either way.
 fn sequence() -> Vec<Vec<String>> {
+    /// Scales the sequence's small numbers up to hours.
+    const S: i64 = 1000;
     let mut rng = Rng::new(0x5EED_0005);
-    let mut now: i64 = 100_000;
+    let mut now: i64 = 100_000 * S;
     let mut out = vec![];
     for _ in 0..400 {
         let millis = rng.range(0, 9) == 0;
-        let window: u64 = [10, 10, 10, 60, 7][rng.range(0, 4) as usize];
-        now += [0, 0, 1, 1, 2, 5, 9, 25, -3, -30][rng.range(0, 9) as usize];
+        let window = [10, 10, 10, 60, 7][rng.range(0, 4) as usize] * S as u64;
+        now += [0, 0, 1, 1, 2, 5, 9, 25, -3, -30][rng.range(0, 9) as usize] * S;
         now = now.max(0);
         let limit = [5, 20, 20, 100][rng.range(0, 3) as usize];
         let cost = [1, 1, 1, 1, 2, 3, 200][rng.range(0, 6) as usize];
@@ -179,7 +150,7 @@ fn run_sequence(
             pipe.cmd("GET").arg(key);
         }
         let values: Vec<Value> = pipe.query(con).unwrap_or_else(|e| panic!("{mode}: {e}"));
-        for pair in values.chunks(2) {
+        for pair in replies(values, 2 * chunk.len(), mode).chunks(2) {
             let state: Option<Vec<u8>> = redis::from_redis_value(pair[1].clone()).unwrap();
             out.push((pair[0].clone(), state));
         }
@@ -216,8 +187,8 @@ fn concurrency(kind: Kind) {
     let replica = Server::start(kind, &["--replicaof", "127.0.0.1", &port]);
     let mut rc = replica.connection();
     wait_for("the replica's sync", || {
-        info_line(&mut rc, "replication", "master_link_status") == "up"
-            && info_line(&mut rc, "replication", "master_sync_in_progress") == "0"
+        info_value(&mut rc, "replication", "master_link_status") == "up"
+            && info_value(&mut rc, "replication", "master_sync_in_progress") == "0"
     });
 
     // 1. 50 connections on one identity.
@@ -236,21 +207,20 @@ fn concurrency(kind: Kind) {
     assert_eq!(replies.len(), THREADS * PER_THREAD);
     let mut counts: Vec<i64> = replies.iter().filter(|r| r.0 == 1).map(|r| r.1).collect();
     counts.sort_unstable();
-    assert_eq!(counts.len() as i64, LIMIT, "{kind:?}: allowed");
+    assert_eq!(counts.len() as i64, LIMIT, "{kind}: allowed");
     assert_eq!(
         counts,
         (1..=LIMIT).collect::<Vec<_>>(),
-        "{kind:?}: each count once"
+        "{kind}: each count once"
     );
     assert!(
         replies.iter().filter(|r| r.0 == 0).all(|r| r.1 == LIMIT),
-        "{kind:?}: denied replies"
+        "{kind}: denied replies"
     );
     let mut mc = master.connection();
-    let hot: Vec<i64> = support::peek(&mut mc, &["hot", &LIMIT.to_string(), WINDOW, NOW]);
-    assert_eq!(hot, vec![0, LIMIT]);
+    assert_eq!(hot().peek(&mut mc), vec![0, LIMIT]);
     eprintln!(
-        "{kind:?}: {THREADS} connections x {PER_THREAD} CHECKs (direct, MULTI/EXEC, EVAL) on one identity: exactly {LIMIT} allowed; {:?}",
+        "{kind}: {THREADS} connections x {PER_THREAD} CHECKs (direct, MULTI/EXEC, EVAL) on one identity: exactly {LIMIT} allowed; {:?}",
         t0.elapsed()
     );
 
@@ -285,29 +255,21 @@ fn concurrency(kind: Kind) {
         "a dull sequence: {allowed} allowed"
     );
     eprintln!(
-        "{kind:?}: {} steps ({allowed} allowed CHECKs) identical direct / MULTI / Lua",
+        "{kind}: {} steps ({allowed} allowed CHECKs) identical direct / MULTI / Lua",
         seq.len()
     );
 
     // 3. The replica and the AOF hold what the master holds.
-    let _: () = redis::cmd("SET")
-        .arg("marker")
-        .arg("x")
-        .query(&mut mc)
-        .unwrap();
-    let acked: i64 = redis::cmd("WAIT")
-        .arg(1)
-        .arg(10_000)
-        .query(&mut mc)
-        .unwrap();
-    assert_eq!(acked, 1, "WAIT");
-    let _: i64 = redis::cmd("DEL").arg("marker").query(&mut mc).unwrap();
-    let acked: i64 = redis::cmd("WAIT")
-        .arg(1)
-        .arg(10_000)
-        .query(&mut mc)
-        .unwrap();
-    assert_eq!(acked, 1, "WAIT");
+    // A write and its removal, each acknowledged by the replica (WAIT 1 replica, no
+    // timeout: the test's own time limit bounds it).
+    for write in [vec!["SET", "marker", "x"], vec!["DEL", "marker"]] {
+        let _: () = redis::cmd(write[0])
+            .arg(&write[1..])
+            .query(&mut mc)
+            .unwrap();
+        let acked: i64 = redis::cmd("WAIT").arg(1).arg(0).query(&mut mc).unwrap();
+        assert_eq!(acked, 1, "WAIT after {write:?}");
+    }
     let on_master = snapshot(&mut mc);
     assert_eq!(
         on_master.len(),
@@ -322,25 +284,18 @@ fn concurrency(kind: Kind) {
     assert_eq!(
         snapshot(&mut rc),
         on_master,
-        "{kind:?}: replica differs from master"
+        "{kind}: replica differs from master"
     );
     drop(mc);
     master.restart(); // SIGKILL, then load the AOF
     let mut mc = master.connection();
-    wait_for("the AOF load", || {
-        let info: String = redis::cmd("INFO")
-            .arg("persistence")
-            .query(&mut mc)
-            .unwrap();
-        info.lines().any(|l| l.trim() == "loading:0")
-    });
     assert_eq!(
         snapshot(&mut mc),
         on_master,
-        "{kind:?}: AOF differs from master"
+        "{kind}: AOF differs from master"
     );
     eprintln!(
-        "{kind:?}: replica and AOF restart hold the same {} keys (bytes and PXAT); {:?}",
+        "{kind}: replica and AOF restart hold the same {} keys (bytes and PXAT); {:?}",
         on_master.len(),
         t0.elapsed()
     );

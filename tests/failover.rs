@@ -1,4 +1,4 @@
-//! Failover in a 3 masters + 3 replicas cluster, on Redis 7.0 and Valkey 8.1.
+//! Failover in a 3 masters + 3 replicas cluster, on every server.
 //!
 //! Allowed CHECKs are written on every master and acknowledged by its replica with
 //! `WAIT 1 0` on the same connection. Then:
@@ -12,19 +12,22 @@
 
 #[path = "support/cluster.rs"]
 mod cluster_support;
+#[macro_use]
 mod support;
 
-use cluster_support::{key_slot, wait_until, Cluster, CONVERGE};
+use cluster_support::{key_slot, Cluster};
 use std::collections::HashMap;
-use std::time::{Duration, Instant};
-use support::Kind;
+use std::time::Instant;
+use support::{replies, sw, wait_until, Kind, Sw, CHECK, PATIENCE, PEEK};
+
+on_every_server!(failover);
 
 const IDENTITIES: usize = 3_000;
-const WINDOW: &str = "3600";
-const NOW: &str = "5000000";
+const WINDOW: u64 = 3600;
+const NOW: u64 = 5_000_000;
 
 fn key(i: usize) -> String {
-    format!("fo:user:{i}")
+    support::key("fo:user", i)
 }
 
 /// Limits 2 to 6.
@@ -38,21 +41,26 @@ fn used(i: usize) -> u64 {
     limit(i) - (i % 2) as u64
 }
 
-#[test]
-fn failover_redis() {
-    failover(Kind::Redis);
+/// The `i`th identity's request.
+fn limiter(i: usize) -> Sw {
+    sw(key(i)).limit(limit(i)).window(WINDOW).now(NOW)
 }
 
-#[test]
-fn failover_valkey() {
-    failover(Kind::Valkey);
+/// What PEEK answers once `used(i)` requests are counted: allowed with count
+/// estimate + 1, or denied at the limit.
+fn peek_after_use(i: usize) -> Vec<i64> {
+    if used(i) < limit(i) {
+        vec![1, used(i) as i64 + 1]
+    } else {
+        vec![0, limit(i) as i64]
+    }
 }
 
 /// Writes `used(i)` allowed CHECKs for every identity owned by `master`, plus one denied
 /// CHECK for those at the limit, then `WAIT 1 0` on the same connection.
 fn write_and_wait(c: &Cluster, master: u16, ids: &[usize]) {
     let mut con = c.connection(master);
-    con.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    con.set_read_timeout(Some(PATIENCE)).unwrap();
     let max = ids.iter().map(|&i| used(i)).max().unwrap();
     for round in 0..=max {
         let todo: Vec<usize> = ids
@@ -62,14 +70,10 @@ fn write_and_wait(c: &Cluster, master: u16, ids: &[usize]) {
             .collect();
         let mut pipe = redis::pipe();
         for &i in &todo {
-            pipe.cmd("SLIDINGWINDOW.CHECK")
-                .arg(key(i))
-                .arg(limit(i))
-                .arg(WINDOW)
-                .arg(NOW);
+            pipe.add_command(limiter(i).cmd(CHECK));
         }
-        let replies: Vec<Vec<i64>> = pipe.query(&mut con).expect("CHECK on master");
-        for (&i, r) in todo.iter().zip(&replies) {
+        let got: Vec<Vec<i64>> = pipe.query(&mut con).expect("CHECK on master");
+        for (&i, r) in todo.iter().zip(&replies(got, todo.len(), "CHECK")) {
             let expect = if round < used(i) {
                 vec![1, round as i64 + 1]
             } else {
@@ -96,23 +100,13 @@ fn verify_all(c: &Cluster, what: &str) {
     for chunk in all.chunks(3_000) {
         let mut pipe = redis::cluster::cluster_pipe();
         for &i in chunk {
-            pipe.cmd("SLIDINGWINDOW.PEEK")
-                .arg(key(i))
-                .arg(limit(i))
-                .arg(WINDOW)
-                .arg(NOW);
+            pipe.add_command(limiter(i).cmd(PEEK));
         }
-        let replies: Vec<Vec<i64>> = pipe
+        let got: Vec<Vec<i64>> = pipe
             .query(&mut con)
             .unwrap_or_else(|e| panic!("{what}: PEEK: {e}"));
-        for (&i, r) in chunk.iter().zip(&replies) {
-            // Allowed: count = estimate + 1; denied: count = estimate.
-            let expect = if used(i) < limit(i) {
-                vec![1, used(i) as i64 + 1]
-            } else {
-                vec![0, limit(i) as i64]
-            };
-            assert_eq!(r, &expect, "{what}: PEEK {}", key(i));
+        for (&i, r) in chunk.iter().zip(&replies(got, chunk.len(), what)) {
+            assert_eq!(r, &peek_after_use(i), "{what}: PEEK {}", key(i));
         }
     }
 }
@@ -124,16 +118,13 @@ fn use_up(c: &Cluster, what: &str) {
     let mut pipe = redis::cluster::cluster_pipe();
     for i in 0..IDENTITIES {
         for _ in 0..2 {
-            pipe.cmd("SLIDINGWINDOW.CHECK")
-                .arg(key(i))
-                .arg(limit(i))
-                .arg(WINDOW)
-                .arg(NOW);
+            pipe.add_command(limiter(i).cmd(CHECK));
         }
     }
-    let replies: Vec<Vec<i64>> = pipe
+    let got: Vec<Vec<i64>> = pipe
         .query(&mut con)
         .unwrap_or_else(|e| panic!("{what}: CHECK: {e}"));
+    let replies = replies(got, 2 * IDENTITIES, what);
     for i in 0..IDENTITIES {
         let l = limit(i) as i64;
         let first = if used(i) < limit(i) {
@@ -149,14 +140,6 @@ fn use_up(c: &Cluster, what: &str) {
             key(i)
         );
     }
-}
-
-fn role(c: &Cluster, port: u16) -> String {
-    let info: String = redis::cmd("INFO")
-        .arg("replication")
-        .query(&mut c.connection(port))
-        .unwrap();
-    cluster_support::info_value(&info, "role").unwrap_or_default()
 }
 
 fn failover(kind: Kind) {
@@ -175,7 +158,7 @@ fn failover(kind: Kind) {
     }
     let written: u64 = (0..IDENTITIES).map(used).sum();
     eprintln!(
-        "{kind:?}: {IDENTITIES} identities, {written} allowed CHECKs acknowledged by WAIT; {:?}",
+        "{kind}: {IDENTITIES} identities, {written} allowed CHECKs acknowledged by WAIT; {:?}",
         t0.elapsed()
     );
 
@@ -184,8 +167,8 @@ fn failover(kind: Kind) {
     let heir = victim_replicas[0];
     let t = Instant::now();
     c.kill(victim.port);
-    wait_until(CONVERGE, "the replica's promotion", || {
-        Ok(role(&c, heir) == "master")
+    wait_until(PATIENCE, "the replica's promotion", || {
+        Ok(c.role(heir) == "master")
     });
     c.wait_converged();
     let promoted_in = t.elapsed();
@@ -195,7 +178,7 @@ fn failover(kind: Kind) {
     );
     verify_all(&c, "after SIGKILL failover");
     eprintln!(
-        "{kind:?}: master {} killed, replica {heir} promoted and cluster ok in {promoted_in:?}; {} identities on it intact",
+        "{kind}: master {} killed, replica {heir} promoted and cluster ok in {promoted_in:?}; {} identities on it intact",
         victim.port,
         by_master[&victim.port].len()
     );
@@ -209,29 +192,21 @@ fn failover(kind: Kind) {
         .restart();
     c.dead.remove(&victim.port);
     c.wait_converged();
-    assert_eq!(role(&c, victim.port), "slave");
+    assert_eq!(c.role(victim.port), "slave");
     c.wait_replicas_caught_up();
     let mut rc = c.connection(victim.port);
     let _: () = redis::cmd("READONLY").query(&mut rc).unwrap();
+    let ids = &by_master[&victim.port];
     let mut pipe = redis::pipe();
-    for &i in &by_master[&victim.port] {
-        pipe.cmd("SLIDINGWINDOW.PEEK")
-            .arg(key(i))
-            .arg(limit(i))
-            .arg(WINDOW)
-            .arg(NOW);
+    for &i in ids {
+        pipe.add_command(limiter(i).cmd(PEEK));
     }
-    let replies: Vec<Vec<i64>> = pipe.query(&mut rc).expect("PEEK on the rejoined node");
-    for (&i, r) in by_master[&victim.port].iter().zip(&replies) {
-        let expect = if used(i) < limit(i) {
-            vec![1, used(i) as i64 + 1]
-        } else {
-            vec![0, limit(i) as i64]
-        };
-        assert_eq!(r, &expect, "rejoined node: PEEK {}", key(i));
+    let got: Vec<Vec<i64>> = pipe.query(&mut rc).expect("PEEK on the rejoined node");
+    for (&i, r) in ids.iter().zip(&replies(got, ids.len(), "rejoined")) {
+        assert_eq!(r, &peek_after_use(i), "rejoined node: PEEK {}", key(i));
     }
     eprintln!(
-        "{kind:?}: the killed node rejoined as a replica and resynced in {:?}",
+        "{kind}: the killed node rejoined as a replica and resynced in {:?}",
         t.elapsed()
     );
 
@@ -242,18 +217,18 @@ fn failover(kind: Kind) {
         .arg("FAILOVER")
         .query(&mut c.connection(r1))
         .expect("CLUSTER FAILOVER");
-    wait_until(CONVERGE, "the manual failover", || {
-        Ok(role(&c, r1) == "master" && role(&c, m1) == "slave")
+    wait_until(PATIENCE, "the manual failover", || {
+        Ok(c.role(r1) == "master" && c.role(m1) == "slave")
     });
     c.wait_converged();
     assert_eq!(c.owner(key_slot(key(by_master[&m1][0]).as_bytes())), r1);
     verify_all(&c, "after CLUSTER FAILOVER");
     eprintln!(
-        "{kind:?}: CLUSTER FAILOVER on {r1} done and cluster ok in {:?}",
+        "{kind}: CLUSTER FAILOVER on {r1} done and cluster ok in {:?}",
         t.elapsed()
     );
 
     // No identity gets more than its limit, whichever node now serves it.
     use_up(&c, "after both failovers");
-    eprintln!("{kind:?}: failover test done in {:?}", t0.elapsed());
+    eprintln!("{kind}: failover test done in {:?}", t0.elapsed());
 }

@@ -1,323 +1,484 @@
-//! What a user sees of CHECK and PEEK on a real server (Redis 7.0 and Valkey 8.1):
-//! replies, DETAILS exactness, backward time, window changes, expiry, PEEK's purity,
-//! keyspace notifications, WATCH, INFO and COMMAND DOCS.
+//! What a user sees of CHECK and PEEK on a real server: replies, DETAILS exactness
+//! (against the seed script too), backward time, window changes, the server's clock,
+//! expiry, PEEK's purity, keyspace notifications, WATCH, INFO and COMMAND INFO/DOCS.
 
+#[macro_use]
 mod support;
 
-use support::{check, get_raw, peek, Rng, Server, KINDS};
+use redis::Value;
+use std::collections::BTreeMap;
+use support::{
+    get_raw, info, info_field, persist, pexpiretime, server_ms, sw, Kind, Rng, Seed, Server, CHECK,
+    PEEK,
+};
 
-fn ttl_ms(con: &mut redis::Connection, key: &str) -> i64 {
-    redis::cmd("PTTL").arg(key).query(con).unwrap()
+/// The largest limit: no estimate reaches it, so a PEEK under it shows the bare estimate.
+const NO_LIMIT: u64 = (1 << 53) - 1;
+
+on_every_server!(
+    replies_follow_the_seed_article,
+    details_are_exact_and_agree_with_the_seed_script,
+    a_clock_behind_the_keys_window_is_judged_at_its_start,
+    another_window_or_unit_starts_the_key_afresh,
+    the_server_clock_is_used_in_the_commands_unit_when_now_is_omitted,
+    allowed_checks_expire_two_windows_later_and_denied_ones_write_nothing,
+    peek_changes_nothing,
+    keyspace_notifications_fire_for_the_write_and_the_expire,
+    only_an_allowed_check_breaks_a_watch,
+    info_counts_every_kind_of_call,
+    command_info_describes_each_command,
+    command_docs_describe_each_argument,
+);
+
+fn replies_follow_the_seed_article(kind: Kind) {
+    let s = Server::start(kind, &[]);
+    let mut c = s.connection();
+    let per_minute = |limit| sw("a").limit(limit).window(60);
+    // 80 requests in minute 1000 (which starts at 60,000 s), then 30 at the very start of
+    // minute 1001, where the previous minute still weighs in full.
+    assert_eq!(per_minute(200).now(60_000).cost(80).check(&mut c), [1, 80]);
+    assert_eq!(per_minute(200).now(60_060).cost(30).check(&mut c), [1, 110]);
+    // 18 s (30%) into minute 1001: 80 * 0.7 + 30 = 86, as in the article.
+    assert_eq!(per_minute(100).now(60_078).peek(&mut c), [1, 87]);
+    assert_eq!(per_minute(86).now(60_078).peek(&mut c), [0, 86]);
+    // DETAILS: limit 100, remaining 13, not denied, and 30 requests weigh under 1 only
+    // 59 s into minute 1002 (30 * 1/60 + 0): 60,179 - 60,078 = 101 s.
+    assert_eq!(
+        per_minute(100).now(60_078).details().peek(&mut c),
+        [1, 87, 100, 13, -1, 101]
+    );
 }
 
-#[test]
-fn replies_follow_the_seed_article() {
-    for kind in KINDS {
-        let s = Server::start(kind, &[]);
-        let mut c = s.connection();
-        // 80 requests in minute 1000, then 30 at the very start of minute 1001, where
-        // the previous minute still weighs in full.
-        assert_eq!(
-            check(&mut c, &["a", "200", "60", "60000", "COST", "80"]),
-            [1, 80]
-        );
-        assert_eq!(
-            check(&mut c, &["a", "200", "60", "60060", "COST", "30"]),
-            [1, 110]
-        );
-        // 18 s (30%) into minute 1001: 80 * 0.7 + 30 = 86, as in the article.
-        assert_eq!(peek(&mut c, &["a", "100", "60", "60078"]), [1, 87]);
-        assert_eq!(peek(&mut c, &["a", "86", "60", "60078"]), [0, 86]);
-        assert_eq!(
-            peek(&mut c, &["a", "100", "60", "60078", "DETAILS"]),
-            [1, 87, 100, 13, -1, 101]
-        );
-        // Reset: 31 requests weigh under 1 only 59 s into minute 1002 (31 * 1/60):
-        // 60179 - 60078 = 101.
-    }
-}
-
-#[test]
-fn details_retry_and_reset_are_exact_on_the_server() {
-    for kind in KINDS {
-        let s = Server::start(kind, &[]);
-        let mut c = s.connection();
-        let mut rng = Rng::new(kind as u64 + 1);
-        for case in 0..300 {
-            let key = format!("d{case}");
-            let window = rng.range(1, 30);
-            let limit = rng.range(1, 12);
-            let (w, l) = (window.to_string(), limit.to_string());
-            let mut now = rng.range(0, 10_000);
-            // Build some history with random traffic.
-            for _ in 0..rng.range(0, 40) {
-                now += rng.range(0, window / 2 + 1);
-                check(&mut c, &[&key, &l, &w, &now.to_string()]);
+/// Random histories, then one CHECK with DETAILS: `retry_after` and `reset_after` are
+/// checked one unit before and at the answer, with the module's PEEK and with the seed
+/// script fed the same requests, whose estimate must agree at every probed instant.
+fn details_are_exact_and_agree_with_the_seed_script(kind: Kind) {
+    let s = Server::start(kind, &[]);
+    let mut c = s.connection();
+    let seed = Seed::load(&mut c);
+    let mut rng = Rng::new(kind as u64 + 1);
+    let mut denied_and_probed = 0;
+    for case in 0..300 {
+        let key = format!("d{case}");
+        let (window, limit) = (rng.range(1, 30), rng.range(1, 12));
+        let limiter = |now: u64| sw(&key).limit(limit).window(window).now(now);
+        let mut now = rng.range(0, 10_000);
+        // A history of random traffic, identical in the module and in the seed.
+        for _ in 0..rng.range(0, 40) {
+            now += rng.range(0, window / 2 + 1);
+            let module = limiter(now).check(&mut c);
+            persist(&mut c, &[&key]);
+            let script = seed.check(&mut c, &key, limit, window, now);
+            assert_eq!(module, script, "case {case}: history at {now}");
+        }
+        let cost = rng.range(1, limit + 1);
+        let r = limiter(now).cost(cost).details().check(&mut c);
+        persist(&mut c, &[&key]);
+        assert_eq!(r.len(), 6, "{r:?}");
+        let (allowed, count, retry, reset) = (r[0] == 1, r[1], r[4], r[5]);
+        let (l, n) = (limit as i64, cost as i64);
+        assert_eq!((r[2], r[3]), (l, (l - count).max(0)), "{r:?}");
+        // The same request in the seed: one of cost n is n requests of cost 1.
+        let estimate = seed.estimate(&mut c, &key, window, now);
+        if allowed {
+            assert_eq!(count, estimate + n, "case {case}: {r:?}");
+            for i in 1..=n {
+                let script = seed.check(&mut c, &key, limit, window, now);
+                assert_eq!(script, [1, estimate + i], "case {case}");
             }
-            let cost = rng.range(1, limit + 1).to_string();
-            let n = now.to_string();
-            let r = check(&mut c, &[&key, &l, &w, &n, "COST", &cost, "DETAILS"]);
-            let (allowed, count, retry, reset) = (r[0], r[1], r[4], r[5]);
-            assert_eq!(r[2], limit as i64);
-            assert_eq!(r[3], (limit as i64 - count).max(0));
-            let at = |c: &mut redis::Connection, dt: i64| {
-                let t = (now as i64 + dt).to_string();
-                peek(c, &[&key, &l, &w, &t, "COST", &cost])
-            };
-            // The estimate alone: a PEEK of cost 1 under a limit nothing reaches.
-            let estimate_at = |c: &mut redis::Connection, dt: i64| {
-                let t = (now as i64 + dt).to_string();
-                peek(c, &[&key, "9007199254740991", &w, &t])[1] - 1
-            };
-            if allowed == 1 || cost.parse::<u64>().unwrap() > limit {
-                assert_eq!(retry, -1);
-            } else {
-                assert!(retry >= 1, "case {case}: {r:?}");
-                assert_eq!(at(&mut c, retry)[0], 1, "case {case}: retry {r:?}");
-                assert_eq!(at(&mut c, retry - 1)[0], 0, "case {case}: retry-1 {r:?}");
-            }
-            assert_eq!(estimate_at(&mut c, reset), 0, "case {case}: reset {r:?}");
-            if reset > 0 {
-                assert!(
-                    estimate_at(&mut c, reset - 1) > 0,
-                    "case {case}: reset-1 {r:?}"
-                );
-            }
+        } else {
+            assert_eq!(count, estimate, "case {case}: {r:?}");
+            assert!(estimate + n > l, "case {case}: {r:?}");
         }
-    }
-}
-
-#[test]
-fn a_clock_behind_the_keys_window_is_judged_at_its_start() {
-    for kind in KINDS {
-        let s = Server::start(kind, &[]);
-        let mut c = s.connection();
-        for _ in 0..3 {
-            check(&mut c, &["b", "4", "10", "105"]);
-        }
-        let before = get_raw(&mut c, "b");
-        // Two windows behind: counted into window 10, never into window 8.
-        assert_eq!(check(&mut c, &["b", "4", "10", "87"]), [1, 4]);
-        assert_eq!(
-            check(&mut c, &["b", "4", "10", "87", "DETAILS"]),
-            [0, 4, 4, 0, 24, 31]
-        );
-        assert_ne!(get_raw(&mut c, "b"), before);
-        // A caller back on time sees the same counts: nothing went backwards.
-        assert_eq!(peek(&mut c, &["b", "4", "10", "109"]), [0, 4]);
-        assert_eq!(peek(&mut c, &["b", "4", "10", "111"]), [1, 4]); // 4 * 0.9 = 3.6
-    }
-}
-
-#[test]
-fn another_window_or_unit_starts_the_key_afresh() {
-    for kind in KINDS {
-        let s = Server::start(kind, &[]);
-        let mut c = s.connection();
-        for _ in 0..2 {
-            check(&mut c, &["w", "2", "60", "1000"]);
-        }
-        assert_eq!(check(&mut c, &["w", "2", "60", "1000"]), [0, 2]);
-        assert_eq!(check(&mut c, &["w", "2", "30", "1000"]), [1, 1]);
-        // 30 milliseconds is not 30 seconds.
-        assert_eq!(check(&mut c, &["w", "2", "30", "1000", "MS"]), [1, 1]);
-        assert_eq!(check(&mut c, &["w", "2", "30", "1000", "ms"]), [1, 2]);
-        assert_eq!(check(&mut c, &["w", "2", "30", "1000", "Ms"]), [0, 2]);
-    }
-}
-
-#[test]
-fn server_clock_is_used_when_now_is_omitted() {
-    for kind in KINDS {
-        let s = Server::start(kind, &[]);
-        let mut c = s.connection();
-        let (secs, _): (String, String) = redis::cmd("TIME").query(&mut c).unwrap();
-        let secs: u64 = secs.parse().unwrap();
-        // A one-hour window: the server's now lies in the same window as TIME's answer
-        // (or the next one if the hour turned between the two calls).
-        assert_eq!(check(&mut c, &["clock", "5", "3600"]), [1, 1]);
-        let explicit = peek(&mut c, &["clock", "5", "3600", &secs.to_string()]);
-        let later = peek(&mut c, &["clock", "5", "3600", &(secs + 3600).to_string()]);
-        assert!(
-            explicit == [1, 2] || later == [1, 2],
-            "{explicit:?} {later:?}"
-        );
-        // In MS the same key starts afresh and counts in milliseconds.
-        assert_eq!(check(&mut c, &["clock", "5", "3600000", "MS"]), [1, 1]);
-        // Two requests counted in this hour-long window (the peeked one included):
-        // they weigh under 1 halfway through the next window, so within 2 hours.
-        let r = peek(&mut c, &["clock", "5", "3600000", "MS", "DETAILS"]);
-        assert_eq!(r[..5], [1, 2, 5, 3, -1]);
-        assert!(r[5] > 1_800_000 && r[5] <= 5_400_001, "{r:?}");
-    }
-}
-
-#[test]
-fn allowed_checks_write_with_two_windows_of_ttl_and_denied_ones_write_nothing() {
-    for kind in KINDS {
-        let s = Server::start(kind, &[]);
-        let mut c = s.connection();
-        assert_eq!(check(&mut c, &["t", "1", "100", "5000"]), [1, 1]);
-        let ttl = ttl_ms(&mut c, "t");
-        assert!(ttl > 199_000 && ttl <= 200_000, "{ttl}");
-        let bytes = get_raw(&mut c, "t").unwrap();
-        assert_eq!(bytes[0], 0xA1);
-        // Make the TTL distinguishable, then deny: neither bytes nor TTL change.
-        let _: () = redis::cmd("PEXPIRE")
-            .arg("t")
-            .arg(50_000)
-            .query(&mut c)
-            .unwrap();
-        assert_eq!(check(&mut c, &["t", "1", "100", "5001"]), [0, 1]);
-        assert_eq!(get_raw(&mut c, "t").unwrap(), bytes);
-        assert!(ttl_ms(&mut c, "t") <= 50_000);
-        // Milliseconds: 2 windows of 1500 ms.
-        check(&mut c, &["tm", "5", "1500", "MS"]);
-        let ttl = ttl_ms(&mut c, "tm");
-        assert!(ttl > 2_000 && ttl <= 3_000, "{ttl}");
-    }
-}
-
-#[test]
-fn peek_changes_nothing() {
-    for kind in KINDS {
-        let s = Server::start(kind, &[]);
-        let mut c = s.connection();
-        assert_eq!(peek(&mut c, &["p", "3", "60", "100"]), [1, 1]);
-        assert_eq!(get_raw(&mut c, "p"), None);
-        check(&mut c, &["p", "3", "60", "100"]);
-        let bytes = get_raw(&mut c, "p");
-        let ttl = ttl_ms(&mut c, "p");
-        for t in ["100", "130", "170", "500", "10"] {
-            peek(&mut c, &["p", "3", "60", t, "DETAILS"]);
-            peek(&mut c, &["p", "3", "61", t]); // another window: would start afresh
-        }
-        assert_eq!(get_raw(&mut c, "p"), bytes);
-        assert!(ttl_ms(&mut c, "p") <= ttl);
-        assert_eq!(check(&mut c, &["p", "3", "60", "100"]), [1, 2]);
-    }
-}
-
-#[test]
-fn keyspace_notifications_fire_for_the_write_and_the_expire() {
-    for kind in KINDS {
-        let s = Server::start(kind, &["--notify-keyspace-events", "KEA"]);
-        let mut c = s.connection();
-        let mut sub = s.connection();
-        let _: () = redis::cmd("PSUBSCRIBE")
-            .arg("__keyspace@0__:*")
-            .exec(&mut sub)
-            .unwrap();
-        check(&mut c, &["n1", "0", "60", "100"]); // denied: no event
-        check(&mut c, &["n2", "5", "60", "100"]); // allowed: set + expire
-        let _: () = redis::cmd("SET")
-            .arg("marker")
-            .arg("x")
-            .query(&mut c)
-            .unwrap();
-        let mut events = Vec::new();
-        loop {
-            let msg: redis::Value = sub.recv_response().unwrap();
-            let text = format!("{msg:?}");
-            if text.contains("marker") {
-                break;
-            }
-            events.push(text);
-        }
-        assert_eq!(events.len(), 2, "{events:?}");
-        assert!(
-            events[0].contains("n2") && events[0].contains("set"),
-            "{events:?}"
-        );
-        assert!(
-            events[1].contains("n2") && events[1].contains("expire"),
-            "{events:?}"
-        );
-    }
-}
-
-#[test]
-fn only_an_allowed_check_breaks_a_watch() {
-    for kind in KINDS {
-        let s = Server::start(kind, &[]);
-        let mut a = s.connection();
-        let mut b = s.connection();
-        check(&mut a, &["x", "1", "60", "100"]);
-        let watch_then = |a: &mut redis::Connection, b: &mut redis::Connection, args: &[&str]| {
-            let _: () = redis::cmd("WATCH").arg("x").query(a).unwrap();
-            check(b, args);
-            let r: Option<Vec<String>> = redis::pipe().atomic().cmd("PING").query(a).unwrap();
-            r.is_some() // EXEC ran: the watched key was not modified
+        let later = |dt: i64| (now as i64 + dt) as u64;
+        // The estimate `dt` units after `now`, from the module and from the seed.
+        let estimate_at = |c: &mut redis::Connection, dt: i64| {
+            let t = later(dt);
+            let module = sw(&key).limit(NO_LIMIT).window(window).now(t).peek(c)[1] - 1;
+            let script = seed.estimate(c, &key, window, t);
+            assert_eq!(module, script, "case {case}: estimate at {t}: {r:?}");
+            module
         };
-        assert!(
-            watch_then(&mut a, &mut b, &["x", "1", "60", "100"]),
-            "denied"
-        );
-        assert!(
-            !watch_then(&mut a, &mut b, &["x", "9", "60", "100"]),
-            "allowed"
-        );
+        if allowed || cost > limit {
+            assert_eq!(retry, -1, "case {case}: {r:?}");
+        } else {
+            assert!(retry >= 1, "case {case}: {r:?}");
+            assert!(
+                estimate_at(&mut c, retry) + n <= l,
+                "case {case}: retry {r:?}"
+            );
+            assert!(
+                estimate_at(&mut c, retry - 1) + n > l,
+                "case {case}: retry-1 {r:?}"
+            );
+            // And the module's PEEK of the same request agrees.
+            let same = |t| limiter(t).cost(cost);
+            assert_eq!(same(later(retry)).peek(&mut c)[0], 1, "case {case}: {r:?}");
+            assert_eq!(
+                same(later(retry - 1)).peek(&mut c)[0],
+                0,
+                "case {case}: {r:?}"
+            );
+            denied_and_probed += 1;
+        }
+        assert_eq!(estimate_at(&mut c, reset), 0, "case {case}: reset {r:?}");
+        if reset > 0 {
+            assert!(
+                estimate_at(&mut c, reset - 1) > 0,
+                "case {case}: reset-1 {r:?}"
+            );
+        }
     }
+    eprintln!("{kind}: 300 histories, {denied_and_probed} denied requests probed");
+    // The denied branch, where retry_after is computed, ran on many histories.
+    assert!(
+        denied_and_probed > 100,
+        "only {denied_and_probed} denied cases probed"
+    );
 }
 
-#[test]
-fn info_counts_every_kind_of_call() {
-    for kind in KINDS {
-        let s = Server::start(kind, &[]);
-        let mut c = s.connection();
-        check(&mut c, &["i", "1", "60", "1"]);
-        check(&mut c, &["i", "1", "60", "1"]);
-        check(&mut c, &["i", "1", "60", "1"]);
-        peek(&mut c, &["i", "1", "60", "1"]);
-        let _ = support::sw(&mut c, "SLIDINGWINDOW.CHECK", &["i", "x", "60"]);
-        let info: String = redis::cmd("INFO")
-            .arg("slidingwindow")
-            .query(&mut c)
-            .unwrap();
-        for line in [
-            "slidingwindow_checks:3",
-            "slidingwindow_allowed:1",
-            "slidingwindow_denied:2",
-            "slidingwindow_peeks:1",
-            "slidingwindow_errors:1",
-        ] {
-            assert!(info.contains(line), "{line} missing in {info}");
+fn a_clock_behind_the_keys_window_is_judged_at_its_start(kind: Kind) {
+    let s = Server::start(kind, &[]);
+    let mut c = s.connection();
+    let b = |now| sw("b").limit(4).window(10).now(now);
+    for _ in 0..3 {
+        b(105).check(&mut c); // window 10
+    }
+    let before = get_raw(&mut c, "b");
+    // Two windows behind (window 8): counted into window 10, judged at 100.
+    assert_eq!(b(87).check(&mut c), [1, 4]);
+    // Denied; retry_after 24 and reset_after 31 are counted from the caller's 87.
+    assert_eq!(b(87).details().check(&mut c), [0, 4, 4, 0, 24, 31]);
+    assert_ne!(get_raw(&mut c, "b"), before);
+    // A caller back on time sees the same counts: nothing went backwards.
+    assert_eq!(b(109).peek(&mut c), [0, 4]);
+    assert_eq!(b(111).peek(&mut c), [1, 4]); // 4 * 0.9 = 3.6
+}
+
+fn another_window_or_unit_starts_the_key_afresh(kind: Kind) {
+    let s = Server::start(kind, &[]);
+    let mut c = s.connection();
+    let w = |window| sw("w").limit(2).window(window).now(1_000_000);
+    w(3_600).check(&mut c);
+    w(3_600).check(&mut c);
+    assert_eq!(w(3_600).check(&mut c), [0, 2]);
+    assert_eq!(w(1_800_000).check(&mut c), [1, 1]);
+    // 1,800,000 milliseconds is not 1,800,000 seconds; options in any case.
+    assert_eq!(w(1_800_000).ms().check(&mut c), [1, 1]);
+    let lower = ["w", "2", "1800000", "1000000", "ms"];
+    assert_eq!(support::call(&mut c, CHECK, &lower).unwrap(), [1, 2]);
+    let mixed = ["w", "2", "1800000", "1000000", "Ms"];
+    assert_eq!(support::call(&mut c, CHECK, &mixed).unwrap(), [0, 2]);
+}
+
+/// With a window longer than the epoch, every `now` lies in window 0, and one request
+/// weighs 1 until one unit into window 1: a fresh key's reset_after is
+/// `window + 1 - now`. So the module's clock can be read back exactly and compared with
+/// TIME just before and after, in seconds (floored) and in milliseconds. The expiry of an
+/// allowed CHECK (two windows after the server's time in ms) is bracketed the same way.
+fn the_server_clock_is_used_in_the_commands_unit_when_now_is_omitted(kind: Kind) {
+    let s = Server::start(kind, &[]);
+    let mut c = s.connection();
+    for ms in [false, true] {
+        // 10^12 seconds, 10^15 milliseconds: about 31,700 years either way.
+        let (window, unit_ms) = if ms {
+            (1_000_000_000_000_000, 1)
+        } else {
+            (1_000_000_000_000, 1000)
+        };
+        for command in [CHECK, PEEK] {
+            let key = format!("clock:{ms}:{command}");
+            let mut call = sw(&key).limit(5).window(window).details();
+            if ms {
+                call = call.ms();
+            }
+            let before = server_ms(&mut c);
+            let r: Vec<i64> = call.cmd(command).query(&mut c).unwrap();
+            let after = server_ms(&mut c);
+            assert_eq!(r[..5], [1, 1, 5, 4, -1], "{command} MS={ms}");
+            let module_now = window + 1 - r[5] as u64;
+            let (lo, hi) = (before / unit_ms, after / unit_ms);
+            assert!(
+                lo <= module_now && module_now <= hi,
+                "{command} MS={ms}: the module's now is {module_now}, TIME says {lo} to {hi}"
+            );
+            if command == CHECK {
+                let expiry = pexpiretime(&mut c, &key) as u64;
+                let two_windows = 2 * window * unit_ms;
+                assert!(
+                    before + two_windows <= expiry && expiry <= after + two_windows,
+                    "MS={ms}: expiry {expiry}, TIME {before} to {after} + {two_windows}"
+                );
+            } else {
+                assert_eq!(get_raw(&mut c, &key), None, "PEEK wrote");
+            }
         }
     }
 }
 
-#[test]
-fn command_info_and_docs_describe_both_commands() {
-    for kind in KINDS {
-        let s = Server::start(kind, &[]);
-        let mut c = s.connection();
-        let info: redis::Value = redis::cmd("COMMAND")
+fn allowed_checks_expire_two_windows_later_and_denied_ones_write_nothing(kind: Kind) {
+    let s = Server::start(kind, &[]);
+    let mut c = s.connection();
+    let t = |now| sw("t").limit(1).window(100).now(now);
+    let before = server_ms(&mut c);
+    assert_eq!(t(5000).check(&mut c), [1, 1]);
+    let after = server_ms(&mut c);
+    // Two windows of 100 s after the server's clock, whatever `now` says.
+    let expiry = pexpiretime(&mut c, "t") as u64;
+    assert!(
+        before + 200_000 <= expiry && expiry <= after + 200_000,
+        "expiry {expiry}, TIME {before} to {after}"
+    );
+    let bytes = get_raw(&mut c, "t").unwrap();
+    assert_eq!(bytes[0], 0xA1);
+    // Make the expiry distinguishable, then deny: neither bytes nor expiry change.
+    let _: () = redis::cmd("PEXPIRE")
+        .arg("t")
+        .arg(50_000_000)
+        .query(&mut c)
+        .unwrap();
+    let moved = pexpiretime(&mut c, "t");
+    assert_eq!(t(5001).check(&mut c), [0, 1]);
+    assert_eq!(get_raw(&mut c, "t").unwrap(), bytes);
+    assert_eq!(pexpiretime(&mut c, "t"), moved);
+    // Milliseconds: two windows of 1,500,000 ms (the server's clock, no `now`).
+    let before = server_ms(&mut c);
+    sw("tm").limit(5).window(1_500_000).ms().check(&mut c);
+    let after = server_ms(&mut c);
+    let expiry = pexpiretime(&mut c, "tm") as u64;
+    assert!(
+        before + 3_000_000 <= expiry && expiry <= after + 3_000_000,
+        "expiry {expiry}, TIME {before} to {after}"
+    );
+}
+
+fn peek_changes_nothing(kind: Kind) {
+    let s = Server::start(kind, &[]);
+    let mut c = s.connection();
+    let p = |window, now| sw("p").limit(3).window(window).now(now);
+    assert_eq!(p(60, 100).peek(&mut c), [1, 1]);
+    assert_eq!(get_raw(&mut c, "p"), None);
+    p(60, 100).check(&mut c);
+    let bytes = get_raw(&mut c, "p");
+    let expiry = pexpiretime(&mut c, "p");
+    for now in [100, 130, 170, 500, 10] {
+        p(60, now).details().peek(&mut c);
+        p(61, now).peek(&mut c); // another window: would start afresh
+    }
+    assert_eq!(get_raw(&mut c, "p"), bytes);
+    assert_eq!(pexpiretime(&mut c, "p"), expiry);
+    assert_eq!(p(60, 100).check(&mut c), [1, 2]);
+}
+
+fn keyspace_notifications_fire_for_the_write_and_the_expire(kind: Kind) {
+    let s = Server::start(kind, &["--notify-keyspace-events", "KEA"]);
+    let mut c = s.connection();
+    let mut sub = s.connection();
+    let _: () = redis::cmd("PSUBSCRIBE")
+        .arg("__keyspace@0__:*")
+        .exec(&mut sub)
+        .unwrap();
+    sw("n1").limit(0).window(60).now(100).check(&mut c); // denied: no event
+    sw("n2").limit(5).window(60).now(100).check(&mut c); // allowed: set + expire
+    let _: () = redis::cmd("SET")
+        .arg("marker")
+        .arg("x")
+        .query(&mut c)
+        .unwrap();
+    let mut events = Vec::new();
+    loop {
+        let msg: redis::Value = sub.recv_response().unwrap();
+        let text = format!("{msg:?}");
+        if text.contains("marker") {
+            break;
+        }
+        events.push(text);
+    }
+    assert_eq!(events.len(), 2, "{events:?}");
+    assert!(
+        events[0].contains("n2") && events[0].contains("set"),
+        "{events:?}"
+    );
+    assert!(
+        events[1].contains("n2") && events[1].contains("expire"),
+        "{events:?}"
+    );
+}
+
+fn only_an_allowed_check_breaks_a_watch(kind: Kind) {
+    let s = Server::start(kind, &[]);
+    let mut a = s.connection();
+    let mut b = s.connection();
+    let x = |limit| sw("x").limit(limit).window(60).now(100);
+    x(1).check(&mut a);
+    // Whether EXEC ran after a WATCH on x and the call from another connection.
+    let exec_runs = |a: &mut redis::Connection, b: &mut redis::Connection, call: support::Sw| {
+        let _: () = redis::cmd("WATCH").arg("x").query(a).unwrap();
+        call.check(b);
+        let r: Option<Vec<String>> = redis::pipe().atomic().cmd("PING").query(a).unwrap();
+        r.is_some()
+    };
+    assert!(exec_runs(&mut a, &mut b, x(1)), "a denied CHECK broke it");
+    assert!(!exec_runs(&mut a, &mut b, x(9)), "an allowed CHECK did not");
+}
+
+fn info_counts_every_kind_of_call(kind: Kind) {
+    let s = Server::start(kind, &[]);
+    let mut c = s.connection();
+    let i = sw("i").limit(1).window(60).now(1);
+    i.check(&mut c); // allowed
+    i.check(&mut c); // denied
+    i.check(&mut c); // denied
+    i.peek(&mut c);
+    let _ = support::call(&mut c, CHECK, &["i", "x", "60"]); // an error
+    let text = info(&mut c, "slidingwindow");
+    for (field, value) in [
+        ("slidingwindow_checks", "3"),
+        ("slidingwindow_allowed", "1"),
+        ("slidingwindow_denied", "2"),
+        ("slidingwindow_peeks", "1"),
+        ("slidingwindow_errors", "1"),
+    ] {
+        assert_eq!(info_field(&text, field), Some(value), "{field} in {text}");
+    }
+}
+
+/// A reply as text, arrays in brackets: `[flags [RW access update] ...]`.
+fn flat(v: &Value) -> String {
+    match v {
+        Value::Array(items) | Value::Set(items) => {
+            let inner: Vec<String> = items.iter().map(flat).collect();
+            format!("[{}]", inner.join(" "))
+        }
+        Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+        Value::SimpleString(s) => s.clone(),
+        Value::Int(i) => i.to_string(),
+        other => format!("{other:?}"),
+    }
+}
+
+fn items(v: &Value) -> &[Value] {
+    match v {
+        Value::Array(items) | Value::Set(items) => items,
+        other => panic!("not an array: {other:?}"),
+    }
+}
+
+/// An array of alternating names and values, by name.
+fn fields(v: &Value) -> BTreeMap<String, Value> {
+    items(v)
+        .chunks(2)
+        .map(|p| (flat(&p[0]), p[1].clone()))
+        .collect()
+}
+
+fn command_info_describes_each_command(kind: Kind) {
+    let s = Server::start(kind, &[]);
+    let mut c = s.connection();
+    // Name, arity, flags, key spec flags: the key is argument 1 (read and written by
+    // CHECK, only read by PEEK), one key, found at that index.
+    let expected = [
+        (
+            "slidingwindow.check",
+            "[denyoom fast module write]",
+            "[RW access update]",
+        ),
+        (
+            "slidingwindow.peek",
+            "[fast module readonly]",
+            "[RO access]",
+        ),
+    ];
+    for (name, flags, key_flags) in expected {
+        let reply: Value = redis::cmd("COMMAND")
             .arg("INFO")
-            .arg("slidingwindow.check")
-            .arg("slidingwindow.peek")
+            .arg(name)
             .query(&mut c)
             .unwrap();
-        let text = format!("{info:?}");
-        for needle in ["write", "denyoom", "fast", "readonly", "RW", "RO", "update"] {
-            assert!(text.contains(needle), "{needle} missing in {text}");
-        }
+        let info = items(&items(&reply)[0]);
+        assert_eq!(flat(&info[0]), name);
+        assert_eq!(info[1], Value::Int(-4), "{name}: arity");
+        let mut got: Vec<String> = items(&info[2]).iter().map(flat).collect();
+        got.sort();
+        assert_eq!(format!("[{}]", got.join(" ")), flags, "{name}: flags");
+        // First key, last key, step.
+        assert_eq!(
+            info[3..6],
+            [Value::Int(1), Value::Int(1), Value::Int(1)],
+            "{name}"
+        );
+        // info[6] holds the ACL categories, tested with ACLs.
+        let specs = items(&info[8]);
+        assert_eq!(specs.len(), 1, "{name}: key specs {}", flat(&info[8]));
+        assert_eq!(
+            flat(&specs[0]),
+            format!(
+                "[flags {key_flags} begin_search [type index spec [index 1]] \
+                 find_keys [type range spec [lastkey 0 keystep 1 limit 0]]]"
+            ),
+            "{name}: key spec"
+        );
+        // What cluster clients route by.
         let keys: Vec<String> = redis::cmd("COMMAND")
             .arg("GETKEYS")
-            .arg("SLIDINGWINDOW.PEEK")
-            .arg("user:1")
-            .arg("10")
-            .arg("60")
+            .arg(name)
+            .arg(sw("user:1").limit(10).window(60).args())
             .query(&mut c)
             .unwrap();
-        assert_eq!(keys, ["user:1"]);
-        let docs: redis::Value = redis::cmd("COMMAND")
+        assert_eq!(keys, ["user:1"], "{name}: GETKEYS");
+    }
+}
+
+fn command_docs_describe_each_argument(kind: Kind) {
+    let s = Server::start(kind, &[]);
+    let mut c = s.connection();
+    for name in ["slidingwindow.check", "slidingwindow.peek"] {
+        let reply: Value = redis::cmd("COMMAND")
             .arg("DOCS")
-            .arg("slidingwindow.check")
+            .arg(name)
             .query(&mut c)
             .unwrap();
-        let text = format!("{docs:?}");
-        for needle in ["summary", "limit", "window", "now", "COST", "MS", "DETAILS"] {
-            assert!(text.contains(needle), "{needle} missing in {text}");
+        let reply = items(&reply);
+        assert_eq!(flat(&reply[0]), name);
+        let doc = fields(&reply[1]);
+        assert!(!flat(&doc["summary"]).is_empty(), "{name}: summary");
+        assert_eq!(flat(&doc["group"]), "module", "{name}");
+        assert_eq!(flat(&doc["module"]), "slidingwindow", "{name}");
+        // Each argument as "name type [token] [optional]".
+        let args: Vec<String> = items(&doc["arguments"])
+            .iter()
+            .map(|a| {
+                let a = fields(a);
+                assert!(!flat(&a["summary"]).is_empty(), "{name}: {a:?}");
+                let mut text = format!("{} {}", flat(&a["name"]), flat(&a["type"]));
+                if let Some(token) = a.get("token") {
+                    text += &format!(" {}", flat(token));
+                }
+                if a.get("flags").is_some_and(|f| flat(f).contains("optional")) {
+                    text += " optional";
+                }
+                text
+            })
+            .collect();
+        assert_eq!(
+            args[..4],
+            [
+                "key key",
+                "limit integer",
+                "window integer",
+                "now integer optional"
+            ],
+            "{name}: {args:?}"
+        );
+        for option in [
+            "cost integer COST optional",
+            "ms pure-token MS optional",
+            "details pure-token DETAILS optional",
+        ] {
+            assert!(
+                args.iter().any(|a| a == option),
+                "{name}: {option} in {args:?}"
+            );
         }
     }
 }

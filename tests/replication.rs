@@ -17,8 +17,7 @@ fn wait_for_sync(master: &mut redis::Connection, replica: &mut redis::Connection
         let text = try_info(replica, "replication").map_err(|e| e.to_string())?;
         Ok(info_field(&text, "master_link_status") == Some("up"))
     });
-    let acked: i64 = redis::cmd("WAIT").arg(1).arg(0).query(master).unwrap();
-    assert_eq!(acked, 1);
+    support::wait_replicas(master, 1);
 }
 
 fn a_replica_holds_the_same_bytes_and_answers_peek(kind: Kind) {
@@ -37,7 +36,6 @@ fn a_replica_holds_the_same_bytes_and_answers_peek(kind: Kind) {
     let replica = Server::start(kind, &[]);
     let mut m = master.connection();
     let mut r = replica.connection();
-    m.set_read_timeout(Some(PATIENCE)).unwrap();
     // A minute in seconds, and 1,500,000 ms (25 minutes): long windows, so no key expires
     // by the real clock while the test compares master and replica.
     let u = |i: usize, now| sw(format!("u{i}")).limit(3).window(60).now(now);

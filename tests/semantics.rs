@@ -8,8 +8,8 @@ mod support;
 use redis::Value;
 use std::collections::BTreeMap;
 use support::{
-    get_raw, info, info_field, persist, pexpiretime, server_ms, sw, Kind, Rng, Seed, Server, CHECK,
-    PEEK,
+    check_expires_in, get_raw, info, info_field, persist, pexpiretime, server_ms, sw, Kind, Rng,
+    Seed, Server, CHECK, PEEK,
 };
 
 /// The largest limit: no estimate reaches it, so a PEEK under it shows the bare estimate.
@@ -196,8 +196,9 @@ fn the_server_clock_is_used_in_the_commands_unit_when_now_is_omitted(kind: Kind)
             let r: Vec<i64> = call.cmd(command).query(&mut c).unwrap();
             let after = server_ms(&mut c);
             assert_eq!(r[..5], [1, 1, 5, 4, -1], "{command} MS={ms}");
-            let module_now = window + 1 - r[5] as u64;
-            let (lo, hi) = (before / unit_ms, after / unit_ms);
+            // Signed: a clock in the wrong unit must fail here, not overflow.
+            let module_now = window as i128 + 1 - r[5] as i128;
+            let (lo, hi) = ((before / unit_ms) as i128, (after / unit_ms) as i128);
             assert!(
                 lo <= module_now && module_now <= hi,
                 "{command} MS={ms}: the module's now is {module_now}, TIME says {lo} to {hi}"
@@ -220,15 +221,8 @@ fn allowed_checks_expire_two_windows_later_and_denied_ones_write_nothing(kind: K
     let s = Server::start(kind, &[]);
     let mut c = s.connection();
     let t = |now| sw("t").limit(1).window(100).now(now);
-    let before = server_ms(&mut c);
-    assert_eq!(t(5000).check(&mut c), [1, 1]);
-    let after = server_ms(&mut c);
     // Two windows of 100 s after the server's clock, whatever `now` says.
-    let expiry = pexpiretime(&mut c, "t") as u64;
-    assert!(
-        before + 200_000 <= expiry && expiry <= after + 200_000,
-        "expiry {expiry}, TIME {before} to {after}"
-    );
+    check_expires_in(&mut c, &t(5000), 200_000);
     let bytes = get_raw(&mut c, "t").unwrap();
     assert_eq!(bytes[0], 0xA1);
     // Make the expiry distinguishable, then deny: neither bytes nor expiry change.
@@ -242,14 +236,7 @@ fn allowed_checks_expire_two_windows_later_and_denied_ones_write_nothing(kind: K
     assert_eq!(get_raw(&mut c, "t").unwrap(), bytes);
     assert_eq!(pexpiretime(&mut c, "t"), moved);
     // Milliseconds: two windows of 1,500,000 ms (the server's clock, no `now`).
-    let before = server_ms(&mut c);
-    sw("tm").limit(5).window(1_500_000).ms().check(&mut c);
-    let after = server_ms(&mut c);
-    let expiry = pexpiretime(&mut c, "tm") as u64;
-    assert!(
-        before + 3_000_000 <= expiry && expiry <= after + 3_000_000,
-        "expiry {expiry}, TIME {before} to {after}"
-    );
+    check_expires_in(&mut c, &sw("tm").limit(5).window(1_500_000).ms(), 3_000_000);
 }
 
 fn peek_changes_nothing(kind: Kind) {

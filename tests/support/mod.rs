@@ -370,6 +370,20 @@ pub fn info_u64(con: &mut dyn redis::ConnectionLike, section: &str, field: &str)
         .unwrap_or_else(|e| panic!("INFO {section} {field}:{v}: {e}"))
 }
 
+/// WAIT: blocks until `replicas` replicas have acknowledged every write made on this
+/// connection so far, failing after PATIENCE.
+pub fn wait_replicas(con: &mut dyn redis::ConnectionLike, replicas: i64) {
+    let acked: i64 = redis::cmd("WAIT")
+        .arg(replicas)
+        .arg(PATIENCE.as_millis() as u64)
+        .query(con)
+        .expect("WAIT");
+    assert_eq!(
+        acked, replicas,
+        "replicas acknowledging within {PATIENCE:?}"
+    );
+}
+
 /// The key of the `i`th identity of a test: `prefix:i`.
 pub fn key(prefix: &str, i: usize) -> String {
     format!("{prefix}:{i}")
@@ -698,6 +712,27 @@ pub fn pexpiretime(con: &mut dyn redis::ConnectionLike, key: &str) -> i64 {
 pub fn server_ms(con: &mut dyn redis::ConnectionLike) -> u64 {
     let (secs, micros): (u64, u64) = redis::cmd("TIME").query(con).expect("TIME");
     secs * 1000 + micros / 1000
+}
+
+/// CHECKs `call` and returns the key's absolute expiry, with the server's clock (TIME,
+/// ms) just before and just after the call: an expiry set from that clock lies in the
+/// same bracket, however slow the machine.
+pub fn check_with_clock(con: &mut dyn redis::ConnectionLike, call: &Sw) -> (u64, u64, u64) {
+    let before = server_ms(con);
+    let reply = call.check(con);
+    let after = server_ms(con);
+    assert_eq!(reply[0], 1, "{call:?} denied: {reply:?}");
+    (pexpiretime(con, &call.key) as u64, before, after)
+}
+
+/// `check_with_clock`, asserting the expiry is `ttl_ms` after the server's clock.
+pub fn check_expires_in(con: &mut dyn redis::ConnectionLike, call: &Sw, ttl_ms: u64) -> u64 {
+    let (expiry, before, after) = check_with_clock(con, call);
+    assert!(
+        before + ttl_ms <= expiry && expiry <= after + ttl_ms,
+        "{call:?}: expiry {expiry}, TIME {before} to {after}, expected {ttl_ms} ms later"
+    );
+    expiry
 }
 
 /// A pipeline's replies, after checking there is one per command sent: a short list

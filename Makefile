@@ -43,6 +43,7 @@ test: deps-system build deps-python ## Every test: unit, integration (Redis 7.0 
 lint:
 	cargo fmt --all -- --check
 	cargo clippy --release --all-targets -- -D warnings
+	$(PYTHON) -m mypy --strict clients/python/src/slidingwindow
 
 bench-deps:
 	$(PYTHON) -m pip install -q -r bench/requirements.txt

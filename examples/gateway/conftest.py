@@ -27,13 +27,16 @@ def redis_server(server_kind: Kind) -> Iterator[RedisServer]:
     server.cleanup()
 
 
-@pytest.fixture
-def gateway_factory() -> Iterator[type[Gateway]]:
+@pytest.fixture(params=["asgi", "wsgi"])
+def gateway_factory(request: pytest.FixtureRequest) -> Iterator[type[Gateway]]:
+    """Starts the ASGI gateway (uvicorn) or its WSGI twin (examples/wsgi-gateway, under
+    flask run): the same tests for both."""
     started: list[Gateway] = []
+    flavor = str(request.param)
 
     class Tracked(Gateway):
         def __init__(self, **env: str) -> None:
-            super().__init__(**env)
+            super().__init__(flavor, **env)
             started.append(self)
 
     yield Tracked

@@ -115,9 +115,11 @@ def free_port() -> int:
 
 
 def cluster_port() -> int:
-    """A free port p <= 55535 whose cluster bus port p + 10000 is free too."""
+    """A free port p whose cluster bus port p + 10000 is free too, below the kernel's
+    ephemeral range (32768+): a server stopped and restarted on it by a test is less
+    likely to find it taken by a port-0 bind elsewhere on this shared machine meanwhile."""
     for _ in range(1000):
-        p = random.randint(20000, 55535)
+        p = random.randint(20000, 32767)
         if port_is_free(p) and port_is_free(p + 10000):
             return p
     raise RuntimeError("no free port pair for a cluster node")
@@ -130,7 +132,7 @@ class RedisServer:
                  extra: tuple[str, ...] = (), module: bool = True) -> None:
         if not MODULE.exists():
             raise RuntimeError(f"{MODULE} is missing: run `cargo build --release` first")
-        self.port = port or free_port()
+        self.port = port or cluster_port()
         self.kind = kind
         self.binary = kind.binary
         self.extra = extra
@@ -259,6 +261,13 @@ class RedisClusterProcs:
         finally:
             for c in clients:
                 c.close()
+
+    def flush(self) -> None:
+        """Empties every node (for a test that lists the keys it wrote)."""
+        for node in self.nodes:
+            client = redis.Redis(port=node.port)
+            client.flushall()
+            client.close()
 
     def cleanup(self) -> None:
         for node in self.nodes:

@@ -15,7 +15,7 @@ from typing import Iterator
 import pytest
 import redis
 from redis import exceptions as rex
-from servers import Kind, RedisClusterProcs, RedisServer, cluster_port, wait_until
+from servers import Kind, RedisClusterProcs, RedisServer, wait_until
 from slidingwindow import SlidingWindowRateLimiter, connect, is_unavailable
 
 PROBE = 0.2  # probe interval here: recovery is checked, not its timing
@@ -127,7 +127,7 @@ def test_readonly_replica_and_masterdown(replica_pair: tuple[RedisServer, RedisS
 
 def test_clusterdown_is_an_outage(server_kind: Kind) -> None:
     """A cluster node that serves no slot answers CLUSTERDOWN; it works once it has them."""
-    node = RedisServer(cluster_port(), kind=server_kind, extra=(
+    node = RedisServer(kind=server_kind, extra=(
         "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")).start()
     try:
         watch = Watch(node.url)

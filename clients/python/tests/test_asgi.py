@@ -1,5 +1,5 @@
-"""What only the ASGI middleware has: Starlette's authenticated users under FastAPI, and
-policy validation. The tests both middlewares share are in test_middleware.py."""
+"""What only the ASGI middleware has: Starlette's authenticated users under FastAPI. The
+tests both middlewares share are in test_middleware.py."""
 
 from __future__ import annotations
 
@@ -7,13 +7,11 @@ import asyncio
 from typing import Any, Awaitable, Callable
 
 import httpx
-import pytest
 import redis.asyncio
 from fastapi import FastAPI
 from servers import RedisServer
 from slidingwindow import AsyncSlidingWindowRateLimiter
 from slidingwindow.asgi import Policy, RateLimitMiddleware
-from starlette.applications import Starlette
 from starlette.authentication import AuthCredentials, AuthenticationBackend, SimpleUser
 from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.requests import HTTPConnection
@@ -69,15 +67,3 @@ def test_fastapi_with_authenticated_users(redis_server: RedisServer, prefix: str
             f"{prefix}api:ip:203.0.113.7".encode(), f"{prefix}api:user:user-1".encode()]
 
     run(redis_server, prefix, build, scenario)
-
-
-def test_policy_validation() -> None:
-    app = Starlette()
-    limiter = AsyncSlidingWindowRateLimiter(redis.asyncio.Redis())  # never used
-    with pytest.raises(ValueError, match="two windows"):
-        RateLimitMiddleware(app, limiter, {"/a": Policy("p", 5, 60), "/b": Policy("p", 5, 61)})
-    RateLimitMiddleware(app, limiter, {"/a": Policy("p", 5, 60), "/b": Policy("p", 9, 60)})
-    with pytest.raises(ValueError):
-        Policy("bad", -1, 60)
-    with pytest.raises(ValueError):
-        Policy("caf\u00e9", 1, 60)

@@ -10,16 +10,17 @@ The ASGI middleware is in `slidingwindow.asgi`, the WSGI one in `slidingwindow.w
 from .aio import AsyncSlidingWindowRateLimiter
 from .connect import DEFAULT_TIMEOUT, connect, connect_async
 from .failure import Circuit, is_unavailable
-from .headers import policy_header, rate_limit_headers
+from .headers import limits_headers, policy_header, rate_limit_headers
 from .identity import TrustedProxies, client_identity, client_ip, ip_key, parse_ip
 from .limiter import SlidingWindowRateLimiter
 from .limits import Rate, parse_limits
-from .result import RateLimitResult
+from .result import MultiLimitResult, RateLimitResult
 
 __all__ = [
     "AsyncSlidingWindowRateLimiter",
     "Circuit",
     "DEFAULT_TIMEOUT",
+    "MultiLimitResult",
     "Rate",
     "RateLimitResult",
     "SlidingWindowRateLimiter",
@@ -30,6 +31,7 @@ __all__ = [
     "connect_async",
     "ip_key",
     "is_unavailable",
+    "limits_headers",
     "parse_ip",
     "parse_limits",
     "policy_header",

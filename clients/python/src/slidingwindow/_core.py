@@ -11,12 +11,15 @@ from dataclasses import dataclass
 from typing import Any, Callable, Generic, Optional, Sequence, TypeVar, Union
 
 from .failure import Circuit, ErrorHook, Gate
-from .result import RateLimitResult
+from .limits import Rate, parse_limits
+from .result import MultiLimitResult, RateLimitResult
 
 CHECK = "SLIDINGWINDOW.CHECK"
 PEEK = "SLIDINGWINDOW.PEEK"
 
 Arg = Union[str, int]
+# Several limits: a rate string ("10/second;1000/hour"), or Rates, or (limit, window) pairs.
+Limits = Union[str, Sequence[Union[Rate, tuple[int, int]]]]
 ClientT = TypeVar("ClientT")
 T = TypeVar("T")
 
@@ -26,6 +29,18 @@ def _check_ints(**values: int) -> None:
     for name, value in values.items():
         if isinstance(value, bool) or not isinstance(value, int):
             raise TypeError(f"{name} must be an int, got {value!r}")
+
+
+def as_pairs(limits: Limits, ms: bool) -> list[tuple[int, int]]:
+    """(limit, window) pairs, in order, from any form `Limits` allows."""
+    if isinstance(limits, str):
+        if ms:
+            raise ValueError("rate strings are in seconds: give (limit, window) pairs with ms")
+        limits = parse_limits(limits)
+    pairs = [(r.limit, r.window) if isinstance(r, Rate) else (r[0], r[1]) for r in limits]
+    if not pairs:
+        raise ValueError("no limit given")
+    return pairs
 
 
 def command_args(
@@ -38,12 +53,16 @@ def command_args(
     cost: int,
     ms: bool,
     details: bool,
+    more: Sequence[tuple[int, int]] = (),
 ) -> list[Arg]:
-    """The argument vector of one CHECK or PEEK."""
+    """The argument vector of one CHECK or PEEK; `more` limits go as `LIMIT limit window`."""
     _check_ints(limit=limit, window=window, cost=cost)
     args: list[Arg] = [command, key, limit, window]
     if now is not None:
         args.append(int(now))
+    for extra_limit, extra_window in more:
+        _check_ints(limit=extra_limit, window=extra_window)
+        args += ["LIMIT", extra_limit, extra_window]
     if cost != 1:
         args += ["COST", cost]
     if ms:
@@ -140,6 +159,21 @@ class LimiterBase(Generic[ClientT]):
             args,
             lambda reply: RateLimitResult.from_reply(reply, window, ms),
             lambda allowed: RateLimitResult.unavailable(allowed, limit, window, ms),
+        )
+
+    def _limits_command(
+        self, command: str, client_id: str, limits: Limits, cost: int, ms: bool,
+        now: Optional[int],
+    ) -> Command[MultiLimitResult]:
+        pairs = as_pairs(limits, ms)
+        (limit, window), more = pairs[0], pairs[1:]
+        args = command_args(command, self.key(client_id), limit, window, now=now, cost=cost,
+                            ms=ms, details=True, more=more)
+        windows = [w for _, w in pairs]
+        return Command(
+            args,
+            lambda reply: MultiLimitResult.from_reply(reply, windows, cost, ms),
+            lambda allowed: MultiLimitResult.unavailable(allowed, pairs, ms),
         )
 
 

@@ -10,9 +10,9 @@ import asyncio
 import time
 from typing import Any, Optional, Protocol, Sequence
 
-from ._core import CHECK, PEEK, Command, LimiterBase, T, pause_before_retry
+from ._core import CHECK, PEEK, Command, LimiterBase, Limits, T, pause_before_retry
 from .probe import probe_async
-from .result import RateLimitResult
+from .result import MultiLimitResult, RateLimitResult
 
 
 class AsyncClient(Protocol):
@@ -61,6 +61,28 @@ class AsyncSlidingWindowRateLimiter(LimiterBase[AsyncClient]):
     ) -> RateLimitResult:
         return await self._run(
             self._decide_command(PEEK, client_id, limit, window, cost, ms, now))
+
+    async def check_limits(
+        self,
+        client_id: str,
+        limits: Limits,
+        *,
+        cost: int = 1,
+        ms: bool = False,
+        now: Optional[int] = None,
+    ) -> MultiLimitResult:
+        return await self._run(self._limits_command(CHECK, client_id, limits, cost, ms, now))
+
+    async def peek_limits(
+        self,
+        client_id: str,
+        limits: Limits,
+        *,
+        cost: int = 1,
+        ms: bool = False,
+        now: Optional[int] = None,
+    ) -> MultiLimitResult:
+        return await self._run(self._limits_command(PEEK, client_id, limits, cost, ms, now))
 
     async def wait(
         self,

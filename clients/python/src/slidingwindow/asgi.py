@@ -68,10 +68,8 @@ class RateLimitMiddleware(MiddlewareBase[ASGIApp, AsyncSlidingWindowRateLimiter]
         who = self.guard.identity_for(policy)(scope)
         if inspect.isawaitable(who):
             who = await who
-        result = await self.limiter.check(
-            self.guard.client_id(policy, who), policy.limit, policy.window, cost=policy.cost,
-            ms=policy.ms,
-        )
+        result = await self.limiter.check_limits(
+            self.guard.client_id(policy, who), policy.limits, cost=policy.cost, ms=policy.ms)
         refusal, headers = self.guard.verdict(scope, policy, who, result)
         if refusal is not None:
             await send({"type": "http.response.start", "status": refusal.status,

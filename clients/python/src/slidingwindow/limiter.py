@@ -6,9 +6,9 @@ import threading
 import time
 from typing import Any, Optional, Protocol, Sequence
 
-from ._core import CHECK, PEEK, Command, LimiterBase, T, pause_before_retry
+from ._core import CHECK, PEEK, Command, LimiterBase, Limits, T, pause_before_retry
 from .probe import probe_sync
-from .result import RateLimitResult
+from .result import MultiLimitResult, RateLimitResult
 
 
 class SyncClient(Protocol):
@@ -66,6 +66,32 @@ class SlidingWindowRateLimiter(LimiterBase[SyncClient]):
     ) -> RateLimitResult:
         """What `check` would answer, changing nothing (read-only: runs on replicas)."""
         return self._run(self._decide_command(PEEK, client_id, limit, window, cost, ms, now))
+
+    def check_limits(
+        self,
+        client_id: str,
+        limits: Limits,
+        *,
+        cost: int = 1,
+        ms: bool = False,
+        now: Optional[int] = None,
+    ) -> MultiLimitResult:
+        """Several limits in one command, all or nothing: allowed when every limit allows,
+        and then `cost` counts in each. `limits`: "10/second;1000/hour", Rates, or
+        (limit, window) pairs (windows in ms with `ms`). One key holds every window."""
+        return self._run(self._limits_command(CHECK, client_id, limits, cost, ms, now))
+
+    def peek_limits(
+        self,
+        client_id: str,
+        limits: Limits,
+        *,
+        cost: int = 1,
+        ms: bool = False,
+        now: Optional[int] = None,
+    ) -> MultiLimitResult:
+        """What `check_limits` would answer, changing nothing."""
+        return self._run(self._limits_command(PEEK, client_id, limits, cost, ms, now))
 
     def wait(
         self,

@@ -24,9 +24,10 @@ from typing import (
     Union,
 )
 
-from .headers import rate_limit_headers, sf_string
+from ._core import Limits, as_pairs
+from .headers import limits_headers, sf_string
 from .identity import NetworkLike, TrustedProxies, client_identity
-from .result import RateLimitResult
+from .result import MultiLimitResult, RateLimitResult
 
 # An ASGI scope or a WSGI environ.
 Request = MutableMapping[str, Any]
@@ -37,7 +38,9 @@ SHADOW_LOGGER = logging.getLogger("slidingwindow.shadow")
 
 @dataclass(frozen=True)
 class Policy:
-    """`limit` requests (of weight `cost`) per sliding `window` seconds (ms if `ms`).
+    """`limit` requests (of weight `cost`) per sliding `window` seconds (ms if `ms`), or
+    several rates at once: `Policy("api", rates="10/second;1000/hour")` (or Rates, or
+    (limit, window) pairs), checked in one command, all or nothing.
 
     `name` appears in RateLimit-Policy and in the Redis key, so two policies never share
     a counter. `identity`, when set, replaces the middleware's for this policy (e.g. a
@@ -45,19 +48,33 @@ class Policy:
     """
 
     name: str
-    limit: int
-    window: int
+    limit: int = -1
+    window: int = 0
     ms: bool = False
     cost: int = 1
     identity: Optional[IdentityFn] = field(default=None, compare=False)
+    rates: Optional[Limits] = field(default=None, repr=False)
+    limits: tuple[tuple[int, int], ...] = field(init=False, default=())
 
     def __post_init__(self) -> None:
         sf_string(self.name)  # raises on a name the headers could not carry
-        if self.limit < 0 or self.window < 1 or self.cost < 1:
-            raise ValueError(f"policy {self.name!r}: need limit >= 0, window >= 1, cost >= 1")
+        given = (self.limit, self.window) != (-1, 0)
+        if (self.rates is None) == (not given):
+            raise ValueError(f"policy {self.name!r}: give limit and window, or rates")
+        pairs = as_pairs(self.rates, self.ms) if self.rates is not None else [
+            (self.limit, self.window)]
+        for limit, window in pairs:
+            if limit < 0 or window < 1:
+                raise ValueError(f"policy {self.name!r}: need limit >= 0 and window >= 1")
+        if self.cost < 1:
+            raise ValueError(f"policy {self.name!r}: need cost >= 1")
+        object.__setattr__(self, "limits", tuple(pairs))
+        object.__setattr__(self, "limit", pairs[0][0])
+        object.__setattr__(self, "window", pairs[0][1])
 
     def describe(self) -> str:
-        return f"{self.limit} per {self.window}{'ms' if self.ms else 's'}"
+        unit = "ms" if self.ms else "s"
+        return " and ".join(f"{limit} per {window}{unit}" for limit, window in self.limits)
 
 
 def is_wsgi(request: Request) -> bool:
@@ -170,23 +187,12 @@ def _matches(prefix: str, path: str) -> bool:
     return base == "" or path == base or path.startswith(base + "/")
 
 
-def _check_names(items: Sequence[tuple[str, Optional[Policy]]]) -> None:
-    """One name, one window: the name is part of the Redis key, and the module starts a
-    key afresh when it is checked with another window, so two windows sharing a key
-    would keep resetting each other and limit nothing."""
-    windows: dict[str, tuple[int, bool]] = {}
-    for _, policy in items:
-        if policy is None:
-            continue
-        seen = windows.setdefault(policy.name, (policy.window, policy.ms))
-        if seen != (policy.window, policy.ms):
-            raise ValueError(f"policy name {policy.name!r} is used with two windows")
-
-
 @dataclass(frozen=True)
 class Refusal:
     """A request refused (or, in shadow mode, let through that would have been refused).
-    `result.degraded` means Redis was unavailable with a fail-closed limiter (a 503)."""
+    `result` is the decision's summary (the governing limit's numbers; see
+    MultiLimitResult), `results` each limit's; `result.degraded` means Redis was
+    unavailable with a fail-closed limiter (a 503)."""
 
     policy: Policy
     identity: str
@@ -194,6 +200,7 @@ class Refusal:
     path: str
     result: RateLimitResult
     shadow: bool
+    results: tuple[RateLimitResult, ...] = ()
 
 
 RefusalHook = Callable[[Refusal], None]
@@ -225,7 +232,6 @@ class Guard:
         logger: Optional[logging.Logger] = None,
     ) -> None:
         items = list(policies.items()) if isinstance(policies, Mapping) else list(policies)
-        _check_names(items)
         self.routes = sorted(items, key=lambda item: len(item[0].rstrip("/")), reverse=True)
         self.identity: IdentityFn = identity or ScopeIdentity()
         self.shadow = shadow
@@ -246,14 +252,15 @@ class Guard:
         return f"{policy.name}:{who}"
 
     def verdict(
-        self, request: Request, policy: Policy, who: str, result: RateLimitResult
+        self, request: Request, policy: Policy, who: str, decision: MultiLimitResult
     ) -> tuple[Optional[Response], list[tuple[str, str]]]:
         """(the refusal to send, or None to go on; headers to add to the app's response)."""
-        headers = list(rate_limit_headers(result, policy.name).items())
+        headers = list(limits_headers(decision, policy.name).items())
+        result = decision.summary
         if result.allowed:
             return None, headers
         method, path = request_line(request)
-        event = Refusal(policy, who, method, path, result, self.shadow)
+        event = Refusal(policy, who, method, path, result, self.shadow, decision.limits)
         if self.on_refusal is not None:
             try:
                 self.on_refusal(event)

@@ -66,10 +66,8 @@ class RateLimitWSGIMiddleware(MiddlewareBase[WSGIApp, SlidingWindowRateLimiter])
         who = self.guard.identity_for(policy)(environ)
         if not isinstance(who, str):
             raise TypeError(f"a WSGI identity function must return a str, got {who!r}")
-        result = self.limiter.check(
-            self.guard.client_id(policy, who), policy.limit, policy.window, cost=policy.cost,
-            ms=policy.ms,
-        )
+        result = self.limiter.check_limits(
+            self.guard.client_id(policy, who), policy.limits, cost=policy.cost, ms=policy.ms)
         refusal, headers = self.guard.verdict(environ, policy, who, result)
         if refusal is not None:
             start_response(_status(refusal.status), refusal.headers)

@@ -174,7 +174,7 @@ def test_sync_outage_with_default_client(kind: str, mode: str, request: pytest.F
         assert circuit.probes == probes + 1  # no second probe within the interval
         if mode == "frozen":
             assert circuit.probing  # still in flight: none of the 16 waited on it
-        figures.append(f"16 threads during a probe: slowest call {max(took) * 1000:.1f} ms")
+        figures.append(f"16 threads during a probe: slowest call {max(took) * 1e6:.0f} µs")
 
         recovery = measured_recovery(
             lambda: not limiter.check(cid, LIMIT, WINDOW).degraded, target)
@@ -225,7 +225,7 @@ def test_async_outage_with_default_client(kind: str, mode: str, request: pytest.
         assert circuit.probes == probes + 1
         if mode == "frozen":
             assert circuit.probing
-        figures.append(f"16 tasks during a probe: all answered in {took * 1000:.1f} ms")
+        figures.append(f"16 tasks during a probe: all answered in {took * 1e6:.0f} µs")
 
         # The server comes back in a thread while this loop keeps serving calls.
         healed: list[float] = []

@@ -53,5 +53,9 @@ bench: build bench-deps ## Server time, throughput, latency and memory against I
 bench-quick: build bench-deps ## The same benchmark, small: runs in CI so it cannot rot
 	$(PYTHON) bench/bench.py --quick $(BENCH_ARGS)
 
+.PHONY: bench-plain
+bench-plain: build bench-deps ## Only the plain redis-benchmark conditions (50 clients x pipeline 32)
+	$(PYTHON) bench/bench.py --plain $(BENCH_ARGS)
+
 clean:
 	cargo clean

@@ -37,9 +37,12 @@ def layouts(sha: str, extra: Sequence[Case] = ()) -> list[Layout]:
     # An extra command, called at now-window then now for each identity (keys
     # `mem<j>:<id>`): whatever layout it keeps is what it costs.
     for c in extra:
-        out.append(Layout(c.key, lambda i, t, c=c: resp(*c.cmd(ident(i), t)), None,
-                          c.lines or 1, False))
+        out.append(Layout(c.key, encoder(c), None, c.lines or 1, False))
     return out
+
+
+def encoder(c: Case) -> Callable[[int, int], bytes]:
+    return lambda i, t: resp(*c.cmd(ident(i), t))
 
 
 def measure(srv: Server, todo: Sequence[Layout], identities: int, now: int,

@@ -399,7 +399,7 @@ def run_perf(args, cases, tmp):
             rec.wait(60)
             # New keys: the DELs between cycles are sampled too; their stacks are left out.
             summary[k] = perf_report(data, c, stats, sent,
-                                     exclude=("delCommand",) if c.keys == "new" else ())
+                                     exclude=("delCommand", "delGenericCommand") if c.keys == "new" else ())
             log(f"  perf {k}: {summary[k]['samples']} samples, "
                 f"{summary[k]['usec_per_call']:.3f} us/call during the profile")
     finally:

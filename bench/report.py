@@ -280,7 +280,8 @@ def readme_block(report: dict[str, Any]) -> str:
         L.append("| memory per identity, module (seed) | " + " | ".join(
             f"{s['memory']['module']['bytes_per_identity']:.0f} B "
             f"({s['memory']['seed']['bytes_per_identity']:.0f} B)" for s in servers) + " |")
-    L += ["", f"Targets, judged on {judged(report)['server'] if judged(report) else '-'} "
+    srv = judged(report)
+    L += ["", f"Targets, judged on {srv['server'] if srv else '-'} "
           "(driver: pipeline 32; plain: redis-benchmark 50 clients x pipeline 32, median):", "",
           "| target | measured | bound | |", "|---|---:|---:|---|"]
     for label, src, value, bound, ok in verdicts(report):

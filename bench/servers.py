@@ -134,11 +134,9 @@ class Server:
 
     def flush(self, db: int | None = None) -> None:
         """FLUSHALL SYNC, or FLUSHDB SYNC of one database; returns once freed."""
-        if db is None:
-            self.r.execute_command("FLUSHALL", "SYNC")
-        else:
-            with Conn(self.port, db) as c:  # not redis-py: its pooled connection keeps a SELECT
-                c.call(resp("FLUSHDB", "SYNC"), 1)
+        # A raw connection: redis-py's pooled one would keep a SELECT.
+        with Conn(self.port, db or 0) as c:
+            c.call(resp("FLUSHALL" if db is None else "FLUSHDB", "SYNC"), 1)
         self.wait_lazyfree()
 
     def dbsize(self, db: int) -> int:

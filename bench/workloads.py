@@ -114,12 +114,18 @@ def make_cases(sha: str, now: int, extra_commands: Sequence[str] = (),
         return lambda i, _t: ["SET", f"{prefix}:{i}", VALUE, "PXAT", px]
 
     steady = (now - WINDOW, now)  # one request in the previous window, one in this one
-    module = dict(prefill_at=steady, allowed_pat=A2, denied_pat=D2, counted_by="module")
+
+    def module_case(key: str, label: str, cmd: Cmd, prefix: str, *opt: Arg, keys: str = "warm",
+                    clock: bool = False, expect: str = "allowed", stat: str = "slidingwindow.check",
+                    lines: int = 3, pats: tuple[bytes, bytes] = (A2, D2)) -> Case:
+        """A module command over keys written at `steady` (with `opt`) under `prefix`."""
+        return Case(key, label, cmd, stat, lines, keys=keys, clock=clock, expect=expect,
+                    prefill=warm_at(prefix, *opt), prefill_at=steady, allowed_pat=pats[0],
+                    denied_pat=pats[1], counted_by="module" if stat.endswith("check") else None)
 
     def allowed(key: str, label: str, prefix: str, keys: str, clock: bool) -> Case:
-        return Case(key, label, check(prefix, t=None if clock else now), "slidingwindow.check",
-                    3, keys=keys, clock=clock, expect="allowed", prefill=warm_at(prefix),
-                    **module)  # type: ignore[arg-type]
+        return module_case(key, label, check(prefix, t=None if clock else now), prefix,
+                           keys=keys, clock=clock)
 
     def seed(i: str, t: int, lim: int = limit, window: int = WINDOW, prefix: str = "rate"
              ) -> list[Arg]:
@@ -144,20 +150,17 @@ def make_cases(sha: str, now: int, extra_commands: Sequence[str] = (),
         allowed("check_aged_clock", "CHECK, aged-out keys, server clock", "swac", "aged", True),
         # Every key holds 10 in the previous window and 10 in this one, so with limit 1
         # every call is denied (and writes nothing).
-        Case("denied", "CHECK denied, now", check("swd", 1), "slidingwindow.check", 3,
-             expect="denied", prefill=warm_at("swd", "COST", DENIED_PREFILL_COST), **module),
-        Case("denied_clock", "CHECK denied, server clock", check("swdc", 1, None),
-             "slidingwindow.check", 3, clock=True, expect="denied",
-             prefill=warm_at("swdc", "COST", DENIED_PREFILL_COST), **module),
-        Case("peek", "PEEK, now", sw("SLIDINGWINDOW.PEEK", "swp", limit, now),
-             "slidingwindow.peek", 3, expect="allowed", prefill=warm_at("swp"),
-             prefill_at=steady, allowed_pat=A2, denied_pat=D2),
-        Case("peek_clock", "PEEK, server clock", sw("SLIDINGWINDOW.PEEK", "swpc", limit, None),
-             "slidingwindow.peek", 3, clock=True, expect="allowed", prefill=warm_at("swpc"),
-             prefill_at=steady, allowed_pat=A2, denied_pat=D2),
-        Case("details", "CHECK DETAILS, warm keys, now", check("swx", limit, now, "DETAILS"),
-             "slidingwindow.check", 7, expect="allowed", prefill=warm_at("swx"),
-             prefill_at=steady, allowed_pat=A6, denied_pat=D6, counted_by="module"),
+        module_case("denied", "CHECK denied, now", check("swd", 1), "swd", "COST",
+                    DENIED_PREFILL_COST, expect="denied"),
+        module_case("denied_clock", "CHECK denied, server clock", check("swdc", 1, None), "swdc",
+                    "COST", DENIED_PREFILL_COST, clock=True, expect="denied"),
+        module_case("peek", "PEEK, now", sw("SLIDINGWINDOW.PEEK", "swp", limit, now), "swp",
+                    stat="slidingwindow.peek"),
+        module_case("peek_clock", "PEEK, server clock",
+                    sw("SLIDINGWINDOW.PEEK", "swpc", limit, None), "swpc", clock=True,
+                    stat="slidingwindow.peek"),
+        module_case("details", "CHECK DETAILS, warm keys, now",
+                    check("swx", limit, now, "DETAILS"), "swx", lines=7, pats=(A6, D6)),
         Case("seed", "seed script, warm keys", lambda i, _t: seed(i, now), "evalsha", 3,
              expect="allowed", prefill_at=steady, prefill=lambda i, t: seed(i, t),
              allowed_pat=A2, denied_pat=D2, counted_by="seed",

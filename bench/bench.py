@@ -51,8 +51,8 @@ OUT = {"full": ROOT / "bench" / "results", "quick": ROOT / "bench" / "results" /
 ESTIMATE_QUANTILE = 0.25
 FULL = dict(keyspace=100_000, n32=4_000, n1=1_000, repeats=30, lat_n=15_000,
             identities=1_000_000, plain_n=200_000, plain_runs=5, stream_warm=200_000)
-QUICK = dict(keyspace=5_000, n32=1_000, n1=200, repeats=2, lat_n=300, identities=20_000,
-             plain_n=10_000, plain_runs=1, stream_warm=5_000)
+QUICK = dict(keyspace=2_000, n32=500, n1=100, repeats=2, lat_n=200, identities=10_000,
+             plain_n=5_000, plain_runs=1, stream_warm=2_000)
 
 log = report.log
 

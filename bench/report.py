@@ -10,10 +10,11 @@ import platform
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
-from targets import SOURCES, TARGETS, judged, verdicts
+from targets import SOURCES, TARGETS, Target, judged
 
 ROOT = Path(__file__).resolve().parent.parent
 # The benchmark's own outputs: a tree that differs from its commit only there measured
@@ -23,8 +24,11 @@ README_BEGIN = "<!-- bench:begin (bench/bench.py --update-readme writes this blo
 README_END = "<!-- bench:end -->"
 
 
+STARTED = time.monotonic()
+
+
 def log(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
+    print(f"[{time.monotonic() - STARTED:6.1f}s] {msg}", file=sys.stderr, flush=True)
 
 
 def git(*args: str) -> str:
@@ -103,6 +107,38 @@ def fmt(v: float | None, digits: int = 3) -> str:
     return "-" if v is None else f"{v:.{digits}f}"
 
 
+def result_text(row: dict[str, Any], judged_target: bool, quick: bool) -> str:
+    """met / missed (and where) for one target's row on the judged server."""
+    oks = [ok for ok in row["ok"].values() if ok is not None]
+    if not oks:
+        return "not measured" if judged_target else ""
+    if all(oks):
+        res = "met"
+    else:
+        res = "**missed** (" + ", ".join(s for s, ok in row["ok"].items() if ok is False) + ")"
+    return f"({res.replace('**', '')}; quick: not judged)" if quick else res
+
+
+def ratio_table(report: dict[str, Any], rows: list[Target]) -> list[str]:
+    """Each target's ratio on every server (driver P32 / plain), and its result on the
+    judged server: the other servers are reported, not judged."""
+    servers = report["servers"]
+    srv = judged(report)
+    L = ["| ratio | bound | " + " | ".join(s["server"] for s in servers) + " | result ("
+         + (srv["server"] if srv else "-") + ") |",
+         "|---|---:|" + "---:|" * len(servers) + "---|"]
+    for t in rows:
+        cells = []
+        for s in servers:
+            v = s["ratios"][t.id]["values"]
+            cells.append(fmt(v.get("memory")) if t.kind == "memory"
+                         else " / ".join(fmt(v.get(src)) for src in SOURCES))
+        res = result_text(srv["ratios"][t.id], t.op is not None,
+                          report["mode"] == "quick") if srv else ""
+        L.append(f"| {t.label} | {t.bound_text()} | " + " | ".join(cells) + f" | {res} |")
+    return L
+
+
 def render_markdown(report: dict[str, Any]) -> str:
     m, cfg, servers = report["machine"], report["config"], report["servers"]
     names = [s["server"] for s in servers]
@@ -147,16 +183,7 @@ def render_markdown(report: dict[str, Any]) -> str:
                 cells = [fmt(v.get("memory")), "", ""]
             else:
                 cells = [fmt(v.get("driver")), fmt(v.get("driver_p1")), fmt(v.get("plain"))]
-            oks = [ok for ok in row["ok"].values() if ok is not None]
-            if not oks:
-                res = "" if t.op is None else "not measured"
-            elif all(oks):
-                res = "met"
-            else:
-                res = "**missed** (" + ", ".join(s for s, ok in row["ok"].items()
-                                                 if ok is False) + ")"
-            if quick and oks:
-                res = f"({res.replace('**', '')}; quick: not judged)"
+            res = result_text(row, t.op is not None, quick)
             L.append(f"| {t.label} | {' | '.join(cells)} | {t.bound_text()} | {res} |")
         L.append("")
 
@@ -193,17 +220,7 @@ def render_markdown(report: dict[str, Any]) -> str:
         server_table("Server µs per call, driver, pipeline 1", drv(1))
 
     L.append("## Ratios on every server (driver P32 / plain)\n")
-    L.append("| ratio | bound | " + " | ".join(names) + " |")
-    L.append("|---|---:|" + "---:|" * len(names))
-    for t in TARGETS:
-        cells = []
-        for s in servers:
-            v = s["ratios"][t.id]["values"]
-            if t.kind == "memory":
-                cells.append(fmt(v.get("memory")))
-            else:
-                cells.append(" / ".join(fmt(v.get(src)) for src in SOURCES))
-        L.append(f"| {t.label} | {t.bound_text()} | " + " | ".join(cells) + " |")
+    L += ratio_table(report, TARGETS)
     L.append("")
 
     if any(s.get("latency") for s in servers):
@@ -261,7 +278,10 @@ README_ROWS = ["check", "check_clock", "setpxat", "check_new", "check_new_clock"
 
 
 def readme_block(report: dict[str, Any]) -> str:
-    """The README's Performance tables, from a report: every figure in them is in it."""
+    """The README's Performance tables, from a full run's report: every figure in them is
+    in it."""
+    if report["mode"] != "full":
+        raise SystemExit(f"--update-readme: a {report['mode']} run does not go in the README")
     servers, m = report["servers"], report["machine"]
     L = [README_BEGIN, "",
          f"Measured by `make bench` at commit {m['commit_text'][:12]}"
@@ -281,11 +301,10 @@ def readme_block(report: dict[str, Any]) -> str:
             f"{s['memory']['module']['bytes_per_identity']:.0f} B "
             f"({s['memory']['seed']['bytes_per_identity']:.0f} B)" for s in servers) + " |")
     srv = judged(report)
-    L += ["", f"Targets, judged on {srv['server'] if srv else '-'} "
-          "(driver: pipeline 32; plain: redis-benchmark 50 clients x pipeline 32, median):", "",
-          "| target | measured | bound | |", "|---|---:|---:|---|"]
-    for label, src, value, bound, ok in verdicts(report):
-        L.append(f"| {label} ({src}) | {value:.3f} | {bound} | {'met' if ok else '**missed**'} |")
+    L += ["", f"Targets, judged on {srv['server'] if srv else '-'}; the other servers' "
+          "ratios are reported alongside (driver P32 / plain: redis-benchmark 50 clients x "
+          "pipeline 32, median of runs; `-` where a measurement does not cover it):", ""]
+    L += ratio_table(report, [t for t in TARGETS if t.op])
     L += ["", README_END]
     return "\n".join(L)
 

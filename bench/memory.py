@@ -13,7 +13,7 @@ from typing import Any
 from measure import Log
 from resp import Conn, classify, resp
 from servers import Server
-from workloads import WINDOW, Case, ident
+from workloads import WINDOW, Case, ident, three_limits
 
 
 @dataclass
@@ -29,11 +29,15 @@ def layouts(sha: str, extra: Sequence[Case] = ()) -> list[Layout]:
     def module(i: int, t: int) -> bytes:
         return resp("SLIDINGWINDOW.CHECK", f"rate:{i}", 1000, WINDOW, t)
 
+    def module3(i: int, t: int) -> bytes:
+        return resp("SLIDINGWINDOW.CHECK", f"rate:{i}", 1000, WINDOW, t, *three_limits(1000))
+
     def seed(i: int, t: int) -> bytes:
         w = t // WINDOW
         return resp("EVALSHA", sha, 2, f"rate:{i}:{w}", f"rate:{i}:{w - 1}", 1000, WINDOW, t)
 
-    out = [Layout("module", module, 1, 3, True), Layout("seed", seed, 2, 3, True)]
+    out = [Layout("module", module, 1, 3, True), Layout("seed", seed, 2, 3, True),
+           Layout("module, 3 windows", module3, 1, 3, True)]
     # An extra command, called at now-window then now for each identity (keys
     # `mem<j>:<id>`): whatever layout it keeps is what it costs.
     for c in extra:

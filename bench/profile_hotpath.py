@@ -590,12 +590,15 @@ def main():
     ap.add_argument("--perf-freq", type=int, default=2000)
     ap.add_argument("--no-perf", action="store_true")
     ap.add_argument("--no-callgrind", action="store_true")
+    ap.add_argument("--out", help="output directory (default bench/profile)")
     ap.add_argument("--keep-raw", action="store_true",
                     help="copy the callgrind dumps to bench/profile/ too (large)")
     ap.add_argument("--module", default=str(DEFAULT_MODULE))
     ap.add_argument("--seed-script", default=str(DEFAULT_SEED))
     ap.add_argument("--redis-server", default=None, help="default: $REDIS_SERVER or redis-server")
     args = ap.parse_args()
+    global OUT
+    OUT = Path(args.out) if args.out else OUT
     args.redis_server = args.redis_server or binary("redis7")
     cases = args.cases.split(",")
     OUT.mkdir(parents=True, exist_ok=True)

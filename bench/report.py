@@ -273,7 +273,7 @@ def render_markdown(report: dict[str, Any]) -> str:
 
 
 README_ROWS = ["check", "check_clock", "setpxat", "check_new", "check_new_clock", "setpxat_new",
-               "check_aged", "check_aged_clock", "get", "peek", "denied", "details", "seed",
+               "check_aged", "check_aged_clock", "get", "peek", "denied", "details", "check3", "seed",
                "stream_check", "stream_seed"]
 
 
@@ -296,10 +296,10 @@ def readme_block(report: dict[str, Any]) -> str:
             L.append(f"| {servers[0]['commands'][k]['label']} | " + " | ".join(
                 fmt(p(s["cases"][k]["usec_per_call"], 32), 2) if k in s["cases"] else "-"
                 for s in servers) + " |")
-    if all("module" in s.get("memory", {}) for s in servers):
-        L.append("| memory per identity, module (seed) | " + " | ".join(
-            f"{s['memory']['module']['bytes_per_identity']:.0f} B "
-            f"({s['memory']['seed']['bytes_per_identity']:.0f} B)" for s in servers) + " |")
+    for lay in servers[0].get("memory", {}):
+        L.append(f"| memory per identity, {lay} | " + " | ".join(
+            fmt(s["memory"].get(lay, {}).get("bytes_per_identity"), 0) + " B"
+            for s in servers) + " |")
     srv = judged(report)
     L += ["", f"Targets, judged on {srv['server'] if srv else '-'}; the other servers' "
           "ratios are reported alongside (driver P32 / plain: redis-benchmark 50 clients x "

@@ -49,6 +49,11 @@ def ident(i: int) -> str:
     return "%012d" % i
 
 
+def three_limits(limit: int) -> tuple[Arg, ...]:
+    """The options that add a 60 s and a 1 s limit to a 3600 s one (issue 11)."""
+    return ("LIMIT", limit, 60, "LIMIT", limit, 1)
+
+
 @dataclass
 class Case:
     """One benchmarked command on a database of its own."""
@@ -161,6 +166,10 @@ def make_cases(sha: str, now: int, extra_commands: Sequence[str] = (),
                     stat="slidingwindow.peek"),
         module_case("details", "CHECK DETAILS, warm keys, now",
                     check("swx", limit, now, "DETAILS"), "swx", lines=7, pats=(A6, D6)),
+        # Issue 11: the same call with two more limits, in one key holding three windows.
+        module_case("check3", "CHECK, 3 limits (3600 s, 60 s, 1 s), warm keys, now",
+                    check("sw3", limit, now, *three_limits(limit)), "sw3",
+                    *three_limits(limit)),
         Case("seed", "seed script, warm keys", lambda i, _t: seed(i, now), "evalsha", 3,
              expect="allowed", prefill_at=steady, prefill=lambda i, t: seed(i, t),
              allowed_pat=A2, denied_pat=D2, counted_by="seed",

@@ -41,6 +41,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -82,7 +83,7 @@ MODULE_FILES = [
 ]
 
 
-COMMANDS = []  # the exact external commands run, for PROFILE.md
+COMMANDS: list[str] = []  # the exact external commands run, for PROFILE.md
 
 
 def note(argv):
@@ -236,7 +237,9 @@ def module_breakdown(prof, module_obj, per):
     return out, {k: v / per for k, v in rest.most_common(8)}
 
 
-def case_server(args, cases, keyspace, wrapper=(), start_timeout=10):
+def case_server(args: argparse.Namespace, cases: list[str], keyspace: int,
+                wrapper: Sequence[str] = (), start_timeout: float = 10
+                ) -> tuple[Server, dict[str, Case], int]:
     """A server with the module, each case's background keyspace written."""
     srv = Server("redis7", args.redis_server, [Path(args.module).resolve()],
                  wrapper=wrapper, start_timeout=start_timeout)
@@ -398,8 +401,8 @@ def run_perf(args, cases, tmp):
             rec.send_signal(signal.SIGINT)
             rec.wait(60)
             # New keys: the DELs between cycles are sampled too; their stacks are left out.
-            summary[k] = perf_report(data, c, stats, sent,
-                                     exclude=("delCommand", "delGenericCommand") if c.keys == "new" else ())
+            skip = ("delCommand", "delGenericCommand") if c.keys == "new" else ()
+            summary[k] = perf_report(data, c, stats, sent, exclude=skip)
             log(f"  perf {k}: {summary[k]['samples']} samples, "
                 f"{summary[k]['usec_per_call']:.3f} us/call during the profile")
     finally:
@@ -407,7 +410,7 @@ def run_perf(args, cases, tmp):
     return summary
 
 
-def drive(srv, c, args, t_end):
+def drive(srv: Server, c: Case, args: argparse.Namespace, t_end: float) -> int:
     """Pipelined calls until t_end: warm cases cycle over 200,000 random ids; new-key
     cases send 20,000 ids never written, delete them, and go on with the next range."""
     ks = args.perf_keyspace
@@ -419,7 +422,7 @@ def drive(srv, c, args, t_end):
             t = int(time.time())
             batches = list(batches_of([resp(*c.cmd(ident(i), t)) for i in ids], 32))
             for b in batches:
-                conn.call(b, c.lines * count_cmds(b))
+                conn.call(b, (c.lines or 1) * count_cmds(b))
                 sent += count_cmds(b)
                 if time.time() >= t_end and c.keys != "new":
                     break

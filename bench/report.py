@@ -161,10 +161,11 @@ def render_markdown(report: dict[str, Any]) -> str:
              f"runs of {cfg['n32']:,} calls at pipeline 32 (and of {cfg['n1']:,} calls at "
              f"pipeline 1), the cases interleaved; window {report['window']} s; explicit "
              f"`now` = the run's start unless \"server clock\"")
-    L.append(f"- plain conditions: redis-benchmark, 50 clients x pipeline 32, "
-             f"{cfg['plain_n']:,} calls per run, `-r {cfg['keyspace']}` for warm keys and "
-             f"`-r 2147483647` into an emptied database for new keys; the median of "
-             f"{cfg['plain_runs']} alternating runs")
+    if any(s.get("plain") for s in servers):
+        L.append(f"- plain conditions: redis-benchmark, 50 clients x pipeline 32, "
+                 f"{cfg['plain_n']:,} calls per run, `-r {cfg['keyspace']}` for warm keys and "
+                 f"`-r 2147483647` into an emptied database for new keys; the median of "
+                 f"{cfg['plain_runs']} alternating runs")
     L.append(f"- stream: {report['stream']['ids']:,} ids, P(rank k) ~ 1/k^"
              f"{report['stream']['exponent']}, limit {report['stream']['limit']} per "
              f"{report['stream']['window']} s, {cfg['stream_warm']:,} calls of history first")

@@ -84,6 +84,9 @@ class Case:
 
 A2, D2 = b"*2\r\n:1\r\n", b"*2\r\n:0\r\n"  # [1, n] and [0, n]
 A6, D6 = b"*6\r\n:1\r\n", b"*6\r\n:0\r\n"  # the same with DETAILS
+# [1, 1]: allowed with no live count before the call. The only allowed reply the new and
+# aged cases accept, so each of their calls is shown to have found no key or stale counts.
+A11 = b"*2\r\n:1\r\n:1\r\n"
 
 
 def calls_per_key(cfg: dict[str, int]) -> float:
@@ -130,7 +133,7 @@ def make_cases(sha: str, now: int, extra_commands: Sequence[str] = (),
 
     def allowed(key: str, label: str, prefix: str, keys: str, clock: bool) -> Case:
         return module_case(key, label, check(prefix, t=None if clock else now), prefix,
-                           keys=keys, clock=clock)
+                           keys=keys, clock=clock, pats=(A2 if keys == "warm" else A11, D2))
 
     def seed(i: str, t: int, lim: int = limit, window: int = WINDOW, prefix: str = "rate"
              ) -> list[Arg]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from limits.aio.storage import RedisClusterStorage, RedisStorage
 from limits.errors import ConfigurationError
@@ -22,7 +22,12 @@ class _AsyncModuleSlidingWindow(RedisStorage, TimestampedSlidingWindow):
     `implementation` defaults to "redispy" (limits' own default is coredis).
     """
 
-    def __init__(self, uri: str, implementation: str = "redispy", **options: Any) -> None:
+    def __init__(
+        self,
+        uri: str,
+        implementation: Literal["redispy", "coredis", "valkey"] = "redispy",
+        **options: Any,
+    ) -> None:
         if implementation not in IMPLEMENTATIONS:
             raise ConfigurationError(
                 f"implementation={implementation!r}: the {cmd.SCHEME_TAG} storage works "

@@ -23,22 +23,26 @@ class _ModuleSlidingWindow(RedisStorage, TimestampedSlidingWindow):
     def _window_key(self, key: str) -> str:
         return self.prefixed_key(cmd.KEY_TAG + key)
 
+    def _client(self, readonly: bool = False) -> Any:
+        # redis.Redis or redis.cluster.RedisCluster (limits types it as a narrower protocol).
+        return self.get_connection(readonly)
+
     def acquire_sliding_window_entry(
         self, key: str, limit: int, expiry: int, amount: int = 1
     ) -> bool:
         command = cmd.acquire_command(self._window_key(key), limit, expiry, amount)
         if command is None:
             return False
-        return cmd.allowed(self.get_connection().execute_command(*command))
+        return cmd.allowed(self._client().execute_command(*command))
 
     def get_sliding_window(self, key: str, expiry: int) -> tuple[int, float, int, float]:
-        reply = self.get_connection(True).execute_command(
+        reply = self._client(True).execute_command(
             *cmd.counts_command(self._window_key(key), expiry)
         )
         return cmd.sliding_window(reply, expiry)
 
     def clear_sliding_window(self, key: str, expiry: int) -> None:
-        self.get_connection().delete(self._window_key(key))
+        self._client().delete(self._window_key(key))
 
 
 class SlidingWindowRedisStorage(_ModuleSlidingWindow):

@@ -28,7 +28,8 @@ def create_app(storage_uri: str = STORAGE_URI) -> FastAPI:
     )
     app = FastAPI()
     app.state.limiter = limiter
-    app.add_exception_handler(RateLimitExceeded, _rate_limit_exceeded_handler)  # type: ignore[arg-type]
+    handler = _rate_limit_exceeded_handler  # 429 with the limit headers
+    app.add_exception_handler(RateLimitExceeded, handler)  # type: ignore[arg-type]
 
     # slowapi needs `request` (and `response`, for the headers on allowed calls).
     @app.get("/hello")

@@ -51,7 +51,7 @@ def main(argv: list[str]) -> int:
     env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
     command = [
         sys.executable, "-m", "pytest", "-c", str(HERE / "pytest.ini"), "--rootdir", str(root),
-        "--noconftest", "-p", "limits_plugin", *TEST_FILES, *argv,
+        "--noconftest", "-p", "limits_plugin", "--no-success-flaky-report", *TEST_FILES, *argv,
     ]
     return subprocess.run(command, cwd=root, env=env).returncode
 

@@ -46,7 +46,8 @@ def clear_of_boundary(r: redis.Redis, window_ms: int, margin_ms: int = 30_000) -
 
 def test_uri_and_registration(redis_server: RedisServer) -> None:
     assert native_uri("slidingwindow+redis://h:1/0") == "redis://h:1/0"
-    assert native_uri("async+slidingwindow+redis+cluster://h:1,h:2") == "async+redis+cluster://h:1,h:2"
+    assert (native_uri("async+slidingwindow+redis+cluster://h:1,h:2")
+            == "async+redis+cluster://h:1,h:2")
     with pytest.raises(ConfigurationError):
         native_uri("redis://h:1")
     port = redis_server.port

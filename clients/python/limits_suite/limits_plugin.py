@@ -38,6 +38,7 @@ from servers import RedisClusterProcs, RedisServer  # noqa: E402
 
 SERVER_NAMES = ("redis7", "redis8", "valkey8", "valkey9")
 CLUSTER = "cluster"  # a 3-master Redis 7 cluster, for the sliding window counter tests
+ID_PREFIX = "sw-"  # test ids: test_fixed_window[sw-redis7] (short, so `-k Sliding` is the class)
 
 # Tests kept out of the run, by node id (without the parameter): reason and assertion.
 DESELECTED: dict[str, str] = {}
@@ -119,7 +120,7 @@ for _server in (*SERVER_NAMES, CLUSTER):
 
 def _param(server: str, kind: str) -> Any:
     return pytest.param(lf(f"slidingwindow_{kind}_{server}"), {}, None,
-                        id=f"slidingwindow-{server}")
+                        id=f"{ID_PREFIX}{server}")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -169,7 +170,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def _server_of(nodeid: str) -> str:
-    return nodeid.rsplit("[slidingwindow-", 1)[-1].rstrip("]")
+    return nodeid.rsplit("[" + ID_PREFIX, 1)[-1].rstrip("]")
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
@@ -177,7 +178,7 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     for outcome in ("passed", "failed", "error", "skipped", "deselected"):
         for report in terminalreporter.stats.get(outcome, []):
             nodeid = getattr(report, "nodeid", "")
-            if "[slidingwindow-" not in nodeid:
+            if "[" + ID_PREFIX not in nodeid:
                 continue
             if outcome == "deselected" and nodeid.split("[")[0] not in DESELECTED:
                 continue  # left out by -k or -m, not by our list

@@ -4,7 +4,7 @@ PORT    ?= 6379
 PYTHON  ?= python3
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: build run stop test lint deps deps-system deps-python bench-deps bench bench-quick clean
+.PHONY: build run stop test test-limits lint deps deps-system deps-python bench-deps bench bench-quick clean
 
 build: ## Build the module: target/release/libredis_slidingwindow.so
 	@command -v cargo >/dev/null || { echo "cargo is missing: install Rust from https://rustup.rs"; exit 1; }
@@ -39,6 +39,11 @@ stop: ## Stop the server `make run` started
 test: deps-system build deps-python ## Every test: unit, integration (Redis 7.0 and Valkey 8.1), Python client
 	cargo test --release -- --test-threads=2
 	$(PYTHON) -m pytest -q clients/python/tests examples/gateway
+	$(MAKE) test-limits
+
+test-limits: ## The limits storage: flask-limiter/slowapi examples, limits' own tests (sdist) on every server
+	$(PYTHON) -m pytest -q examples/limits
+	$(PYTHON) clients/python/limits_suite/run.py -q --sw-cluster $(LIMITS_ARGS)
 
 lint:
 	cargo fmt --all -- --check

@@ -19,17 +19,33 @@ import numpy as np
 from .limiters import Limiter, Replies
 from .server import Pipe, Server
 
+Stats = dict[str, tuple[int, int]]  # INFO commandstats: command -> (calls, usec)
+
 
 @dataclass
 class Run:
     replies: Replies  # in the stream's (identity, time) order
     seconds: float
-    calls: dict[str, tuple[int, int]] = field(default_factory=dict)  # commandstats
+    calls: Stats = field(default_factory=dict)  # at the end
+    snapshots: list[Stats] = field(default_factory=list)  # after each chunk's replies
 
     def usec_per_request(self, stats: Sequence[str], requests: int) -> float:
         """Server time (INFO commandstats) of the limiter's commands, per request."""
         usec = sum(self.calls.get(s, (0, 0))[1] for s in stats)
         return usec / requests if requests else 0.0
+
+    def usec_quantile(self, stats: Sequence[str], q: float = 0.25) -> float | None:
+        """The q-quantile of the server time per request over the intervals between
+        snapshots: on a shared machine noise only ever adds time, in some intervals, so
+        a low quantile is the steadier estimate of the cost. The first of `stats` counts
+        the requests (INCR for the fixed window, whose PEXPIREs add to its time)."""
+        per = []
+        for a, b in zip(self.snapshots, self.snapshots[1:], strict=False):
+            n = b.get(stats[0], (0, 0))[0] - a.get(stats[0], (0, 0))[0]
+            usec = sum(b.get(s, (0, 0))[1] - a.get(s, (0, 0))[1] for s in stats)
+            if n >= 1000:
+                per.append(usec / n)
+        return float(np.quantile(per, q)) if len(per) >= 4 else None
 
 
 def open_loop(srv: Server, limiter: Limiter, ident: np.ndarray, t: np.ndarray,
@@ -48,8 +64,12 @@ def open_loop(srv: Server, limiter: Limiter, ident: np.ndarray, t: np.ndarray,
             o = order[k:k + chunk]
             yield limiter.chunk(ident[o], t[o], seq[o])
 
+    snapshots = [srv.commandstats()]
+    parts = []
     try:
-        parts = [limiter.replies(lines) for lines in pipe.run(chunks())]
+        for lines in pipe.run(chunks()):
+            parts.append(limiter.replies(lines))
+            snapshots.append(srv.commandstats())
         tail, n = limiter.finish()
         if n:  # e.g. the fixed window's last PEXPIREs (counted in its server time)
             limiter.replies(next(pipe.run([(tail, n)])))
@@ -61,7 +81,7 @@ def open_loop(srv: Server, limiter: Limiter, ident: np.ndarray, t: np.ndarray,
     back[order] = np.arange(len(order))
     replies = Replies(sent.allowed[back], sent.count[back],
                       None if sent.retry is None else sent.retry[back])
-    return Run(replies, seconds, srv.commandstats())
+    return Run(replies, seconds, srv.commandstats(), snapshots)
 
 
 @dataclass

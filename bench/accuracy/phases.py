@@ -105,6 +105,7 @@ def run_stream(srv: Server, lim: Limiter, s: Stream, limit: int, window: int, ch
               kind=s.kind if kinds else None, kinds=kinds)
     j.update(label=lim.label, verified=checked, driver_seconds=round(run.seconds, 2),
              server_usec_per_request=round(run.usec_per_request(lim.stats, len(s)), 3),
+             server_usec_q25=run.usec_quantile(lim.stats),
              server_calls={k: v for k, v in run.calls.items() if k in lim.stats})
     return j, run.replies
 

@@ -1,17 +1,19 @@
 //! The arguments after the key, parsed into a request. Every argument error is found
 //! here, before the key is touched.
 //!
-//! `limit window [now] [COST cost] [MS] [DETAILS]`: `now`, if given, comes right after
-//! `window`; the options follow in any order and any case, each at most once.
+//! CHECK and PEEK: `limit window [now] [LIMIT limit window]... [COST cost] [MS] [DETAILS]`.
+//! COUNTS: `window [now] [MS]`.
+//! `now`, if given, comes right after the window; the options follow in any order and
+//! any case. LIMIT may repeat; every other option is given at most once.
 
-use crate::window::{Request, Unit, MAX_VALUE};
+use crate::window::{Limit, Request, Unit, MAX_LIMITS, MAX_VALUE};
 use std::fmt;
 
-/// A parsed call. `now` is `None` when the caller left it to the server's clock.
+/// A parsed CHECK or PEEK. `now` is `None` when the caller left it to the server's clock.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Parsed {
-    pub limit: u64,
-    pub window: u64,
+    limits: [Limit; MAX_LIMITS],
+    len: usize,
     pub unit: Unit,
     pub now: Option<u64>,
     pub cost: u64,
@@ -19,29 +21,45 @@ pub struct Parsed {
 }
 
 impl Parsed {
-    /// The request at `now`, or, when `now` was omitted, at the server's time in
-    /// milliseconds, which `server_ms` is only asked for then.
-    pub fn request(&self, server_ms: impl FnOnce() -> u64) -> Request {
-        Request {
-            limit: self.limit,
-            window: self.window,
-            unit: self.unit,
-            now: self.now.unwrap_or_else(|| server_ms() / self.unit.millis()),
-            cost: self.cost,
-        }
+    /// The limits in call order: the positional one first, then each LIMIT.
+    pub fn limits(&self) -> &[Limit] {
+        &self.limits[..self.len]
     }
+
+    /// The request at `now`, or, when `now` was omitted, at `server_ms` (the server's
+    /// time in milliseconds) in the call's unit.
+    pub fn request(&self, server_ms: u64) -> Request {
+        let now = self.now.unwrap_or(server_ms / self.unit.millis());
+        // `parse` guarantees 1 to MAX_LIMITS limits, which is all `new` asks.
+        Request::new(self.limits(), self.unit, now, self.cost).unwrap_or_else(|| {
+            unreachable!("parse makes 1 to {MAX_LIMITS} limits");
+        })
+    }
+}
+
+/// A parsed COUNTS: `window [now] [MS]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CountsQuery {
+    pub window: u64,
+    pub unit: Unit,
+    pub now: Option<u64>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ArgError {
-    /// Fewer than `limit window`.
+    /// Fewer than the command's required arguments.
     Arity,
     /// An argument outside its range or not an integer: (name, lowest, highest, unit).
     Range(&'static str, u64, u64, &'static str),
     MissingValue(&'static str),
     Repeated(&'static str),
-    /// An argument that is no option; kept (shortened) to name it in the reply.
-    Unknown(Vec<u8>),
+    /// More than MAX_LIMITS limits.
+    TooManyLimits,
+    /// Two limits with the same window: (window, unit).
+    SameWindow(u64, Unit),
+    /// An argument that is no option; kept (shortened) to name it in the reply, with
+    /// the options the command takes.
+    Unknown(Vec<u8>, &'static str),
 }
 
 impl fmt::Display for ArgError {
@@ -52,9 +70,18 @@ impl fmt::Display for ArgError {
             ArgError::Range(name, lo, hi, unit) => {
                 write!(f, "ERR {name} must be an integer from {lo} to {hi}{unit}")
             }
-            ArgError::MissingValue(name) => write!(f, "ERR {name} needs a value"),
+            ArgError::MissingValue(what) => write!(f, "ERR {what}"),
             ArgError::Repeated(name) => write!(f, "ERR {name} given more than once"),
-            ArgError::Unknown(arg) => {
+            ArgError::TooManyLimits => write!(
+                f,
+                "ERR at most {MAX_LIMITS} limits per call (the positional one and each LIMIT)"
+            ),
+            ArgError::SameWindow(window, unit) => write!(
+                f,
+                "ERR two limits have the same window ({window} {}): give each window once",
+                unit.name()
+            ),
+            ArgError::Unknown(arg, expected) => {
                 // Printable ASCII only: the reply is one protocol line and a C string.
                 let shown: String = arg
                     .iter()
@@ -70,7 +97,7 @@ impl fmt::Display for ArgError {
                 let more = if arg.len() > 32 { "..." } else { "" };
                 write!(
                     f,
-                    "ERR unknown option '{shown}{more}' (expected COST, MS or DETAILS)"
+                    "ERR unknown option '{shown}{more}' (expected {expected})"
                 )
             }
         }
@@ -103,68 +130,135 @@ fn is(arg: &[u8], word: &str) -> bool {
     arg.eq_ignore_ascii_case(word.as_bytes())
 }
 
-/// Whether the argument after `window` is meant as `now` (a number, even a bad one)
+/// Whether the argument after the window is meant as `now` (a number, even a bad one)
 /// rather than an option: so `60 1.5` reports `now`, and `60 FOO` an unknown option.
 fn looks_numeric(arg: &[u8]) -> bool {
     matches!(arg.first(), Some(b'0'..=b'9' | b'-' | b'+' | b'.'))
 }
 
-/// Parses `limit window [now] [COST cost] [MS] [DETAILS]` (the arguments after the key).
+/// `[now]` right after the window, and the arguments after it.
+fn split_now<'a, 'b>(rest: &'a [&'b [u8]]) -> Result<(Option<u64>, &'a [&'b [u8]]), ArgError> {
+    match rest {
+        [first, options @ ..] if looks_numeric(first) => {
+            Ok((Some(int_in(first, "now", 0, MAX_VALUE)?), options))
+        }
+        _ => Ok((None, rest)),
+    }
+}
+
+/// A window in `unit`, which is only known once every option has been read.
+fn window_in(arg: &[u8], unit: Unit) -> Result<u64, ArgError> {
+    int_in(arg, "window", 1, unit.max_window()).map_err(|_| {
+        let unit_name = match unit {
+            Unit::Seconds => " seconds",
+            Unit::Millis => " milliseconds (MS)",
+        };
+        ArgError::Range("window", 1, unit.max_window(), unit_name)
+    })
+}
+
+/// Sets a flag given at most once.
+fn set_once(flag: &mut bool, name: &'static str) -> Result<(), ArgError> {
+    if *flag {
+        return Err(ArgError::Repeated(name));
+    }
+    *flag = true;
+    Ok(())
+}
+
+const CHECK_OPTIONS: &str = "LIMIT, COST, MS or DETAILS";
+
+/// Parses `limit window [now] [LIMIT limit window]... [COST cost] [MS] [DETAILS]` (the
+/// arguments after the key).
 pub fn parse(args: &[&[u8]]) -> Result<Parsed, ArgError> {
     let [limit, window, rest @ ..] = args else {
         return Err(ArgError::Arity);
     };
-    let limit = int_in(limit, "limit", 0, MAX_VALUE)?;
-    let (now, options) = match rest {
-        [first, options @ ..] if looks_numeric(first) => {
-            (Some(int_in(first, "now", 0, MAX_VALUE)?), options)
-        }
-        _ => (None, rest),
-    };
+    // Windows are checked once the unit is known; limits at once, in call order.
+    let mut raw: [(u64, &[u8]); MAX_LIMITS] = [(0, &[]); MAX_LIMITS];
+    raw[0] = (int_in(limit, "limit", 0, MAX_VALUE)?, window);
+    let mut len = 1;
+    let (now, options) = split_now(rest)?;
     let mut cost = None;
     let mut millis = false;
     let mut details = false;
     let mut i = 0;
     while i < options.len() {
         let opt = options[i];
-        if is(opt, "COST") {
+        if is(opt, "LIMIT") {
+            let [l, w] = options
+                .get(i + 1..i + 3)
+                .and_then(|p| p.try_into().ok())
+                .ok_or(ArgError::MissingValue("LIMIT needs a limit and a window"))?;
+            if len == MAX_LIMITS {
+                return Err(ArgError::TooManyLimits);
+            }
+            raw[len] = (int_in(l, "limit", 0, MAX_VALUE)?, w);
+            len += 1;
+            i += 3;
+        } else if is(opt, "COST") {
             if cost.is_some() {
                 return Err(ArgError::Repeated("COST"));
             }
-            let value = options.get(i + 1).ok_or(ArgError::MissingValue("COST"))?;
+            let value = options
+                .get(i + 1)
+                .ok_or(ArgError::MissingValue("COST needs a value"))?;
             cost = Some(int_in(value, "cost", 1, MAX_VALUE)?);
             i += 2;
-            continue;
-        }
-        let flag = if is(opt, "MS") {
-            (&mut millis, "MS")
+        } else if is(opt, "MS") {
+            set_once(&mut millis, "MS")?;
+            i += 1;
         } else if is(opt, "DETAILS") {
-            (&mut details, "DETAILS")
+            set_once(&mut details, "DETAILS")?;
+            i += 1;
         } else {
-            return Err(ArgError::Unknown(opt.to_vec()));
-        };
-        if *flag.0 {
-            return Err(ArgError::Repeated(flag.1));
+            return Err(ArgError::Unknown(opt.to_vec(), CHECK_OPTIONS));
         }
-        *flag.0 = true;
-        i += 1;
     }
     let unit = if millis { Unit::Millis } else { Unit::Seconds };
-    // The window's bound depends on MS, which may come after it.
-    let window = int_in(window, "window", 1, unit.max_window()).map_err(|_| {
-        let unit_name = match unit {
-            Unit::Seconds => " seconds",
-            Unit::Millis => " milliseconds (MS)",
+    let mut limits = [Limit {
+        limit: 0,
+        window: 1,
+    }; MAX_LIMITS];
+    for (slot, &(limit, window)) in limits.iter_mut().zip(&raw[..len]) {
+        *slot = Limit {
+            limit,
+            window: window_in(window, unit)?,
         };
-        ArgError::Range("window", 1, unit.max_window(), unit_name)
-    })?;
+    }
+    for (k, a) in limits[..len].iter().enumerate() {
+        if limits[..k].iter().any(|b| b.window == a.window) {
+            return Err(ArgError::SameWindow(a.window, unit));
+        }
+    }
     Ok(Parsed {
-        limit,
-        window,
+        limits,
+        len,
         unit,
         now,
         cost: cost.unwrap_or(1),
         details,
+    })
+}
+
+/// Parses `window [now] [MS]` (the arguments of COUNTS after the key).
+pub fn parse_counts(args: &[&[u8]]) -> Result<CountsQuery, ArgError> {
+    let [window, rest @ ..] = args else {
+        return Err(ArgError::Arity);
+    };
+    let (now, options) = split_now(rest)?;
+    let mut millis = false;
+    for &opt in options {
+        if !is(opt, "MS") {
+            return Err(ArgError::Unknown(opt.to_vec(), "MS"));
+        }
+        set_once(&mut millis, "MS")?;
+    }
+    let unit = if millis { Unit::Millis } else { Unit::Seconds };
+    Ok(CountsQuery {
+        window: window_in(window, unit)?,
+        unit,
+        now,
     })
 }
 

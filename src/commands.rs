@@ -5,13 +5,13 @@
 //! on the success path. Every handler runs inside `guarded`, so a panic becomes an
 //! ERR reply instead of aborting the server.
 
-use crate::args::{self, ArgError, Parsed};
+use crate::args::{self, ArgError};
 use crate::encoding::{self, MAX_LEN, MIN_LEN};
 use crate::stats;
 use crate::window::{self, Decision, State};
+use libc::{c_char, c_int, c_longlong};
 use redis_module::raw;
 use std::ffi::CString;
-use std::os::raw::{c_char, c_int, c_longlong};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicPtr, Ordering::Relaxed};
 
@@ -50,6 +50,7 @@ pub fn missing_api() -> Option<&'static str> {
             ("StringSet", { raw::RedisModule_StringSet }.is_some()),
             ("FreeString", { raw::RedisModule_FreeString }.is_some()),
             ("SetAbsExpire", { raw::RedisModule_SetAbsExpire }.is_some()),
+            ("GetExpire", { raw::RedisModule_GetExpire }.is_some()),
             (
                 "SignalModifiedKey",
                 { raw::RedisModule_SignalModifiedKey }.is_some(),
@@ -92,6 +93,10 @@ pub extern "C" fn peek(ctx: Ctx, argv: Argv, argc: c_int) -> c_int {
     guarded(ctx, || run(ctx, argv, argc, Mode::Peek))
 }
 
+pub extern "C" fn counts(ctx: Ctx, argv: Argv, argc: c_int) -> c_int {
+    guarded(ctx, || run_counts(ctx, argv, argc))
+}
+
 fn guarded(ctx: Ctx, f: impl FnOnce() -> c_int) -> c_int {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(status) => status,
@@ -112,21 +117,30 @@ unsafe fn arg<'a>(argv: Argv, i: usize) -> &'a [u8] {
     std::slice::from_raw_parts(ptr.cast::<u8>(), len)
 }
 
-fn parse(argv: Argv, argc: usize) -> Result<Parsed, ArgError> {
-    if argc < 4 {
-        return Err(ArgError::Arity);
-    }
-    let n = argc - 2;
+/// Runs `parse` on the arguments after the key (`argc` >= 2), borrowed in place.
+fn parse_args<T>(
+    argv: Argv,
+    argc: usize,
+    parse: impl FnOnce(&[&[u8]]) -> Result<T, ArgError>,
+) -> Result<T, ArgError> {
+    let n = argc.saturating_sub(2);
     if n <= INLINE_ARGS {
         let mut buf: [&[u8]; INLINE_ARGS] = [&[]; INLINE_ARGS];
         for (i, slot) in buf.iter_mut().take(n).enumerate() {
             *slot = unsafe { arg(argv, i + 2) };
         }
-        args::parse(&buf[..n])
+        parse(&buf[..n])
     } else {
         let all: Vec<&[u8]> = (2..argc).map(|i| unsafe { arg(argv, i) }).collect();
-        args::parse(&all)
+        parse(&all)
     }
+}
+
+/// Replies with an argument error.
+fn reply_arg_error(ctx: Ctx, e: &ArgError) -> c_int {
+    stats::error();
+    let text = CString::new(e.to_string()).unwrap_or_default();
+    reply_error(ctx, text.as_bytes_with_nul())
 }
 
 fn run(ctx: Ctx, argv: Argv, argc: c_int, mode: Mode) -> c_int {
@@ -134,17 +148,17 @@ fn run(ctx: Ctx, argv: Argv, argc: c_int, mode: Mode) -> c_int {
     if argc >= 2 {
         crate::fault::maybe_panic(unsafe { arg(argv, 1) });
     }
-    let parsed = match parse(argv, argc.max(0) as usize) {
-        Ok(p) => p,
-        Err(e) => {
-            stats::error();
-            let text = CString::new(e.to_string()).unwrap_or_default();
-            return reply_error(ctx, text.as_bytes_with_nul());
-        }
+    let argc = argc.max(0) as usize;
+    let parsed = match parse_args(argv, argc, args::parse) {
+        Ok(p) if argc >= 4 => p,
+        Ok(_) => return reply_arg_error(ctx, &ArgError::Arity),
+        Err(e) => return reply_arg_error(ctx, &e),
     };
-    // The clock is read only when needed: for an omitted `now`, and for the expiry of
-    // an allowed CHECK.
-    let request = parsed.request(server_ms);
+    // The clock is read once, and only when needed: for an omitted `now`, and for the
+    // expiry of an allowed CHECK.
+    let mut clock = Clock::default();
+    let now_ms = if parsed.now.is_none() { clock.ms() } else { 0 };
+    let request = parsed.request(now_ms);
     let open_mode = match mode {
         Mode::Check => raw::REDISMODULE_READ | raw::REDISMODULE_WRITE,
         Mode::Peek => raw::REDISMODULE_READ,
@@ -159,12 +173,56 @@ fn run(ctx: Ctx, argv: Argv, argc: c_int, mode: Mode) -> c_int {
     };
     let decision = window::decide(stored.as_ref(), &request);
     if mode == Mode::Check && decision.allowed {
-        let expire_at = server_ms() + 2 * request.window * request.unit.millis();
+        let mut expire_at = clock.ms() + 2 * request.longest_window_ms();
+        if decision.keeps_other_windows() {
+            // Longer windows the call did not name keep their later expiry.
+            expire_at = expire_at.max(key.expire_at(clock.ms()).unwrap_or(0));
+        }
         key.write(&decision.state, expire_at);
     }
     drop(key);
     stats::record(mode == Mode::Peek, decision.allowed);
     reply(ctx, &decision, parsed.details)
+}
+
+/// SLIDINGWINDOW.COUNTS key window [now] [MS] -> [previous, current, elapsed].
+fn run_counts(ctx: Ctx, argv: Argv, argc: c_int) -> c_int {
+    let argc = argc.max(0) as usize;
+    let query = match parse_args(argv, argc, args::parse_counts) {
+        Ok(q) if argc >= 3 => q,
+        Ok(_) => return reply_arg_error(ctx, &ArgError::Arity),
+        Err(e) => return reply_arg_error(ctx, &e),
+    };
+    let now = query
+        .now
+        .unwrap_or_else(|| Clock::default().ms() / query.unit.millis());
+    let key = Key::open(ctx, unsafe { *argv.add(1) }, raw::REDISMODULE_READ as c_int);
+    let stored = match key.read() {
+        Ok(s) => s,
+        Err(()) => {
+            stats::error();
+            return reply_error(ctx, WRONGTYPE);
+        }
+    };
+    drop(key);
+    let (counts, elapsed) = window::counts(stored.as_ref(), query.unit, query.window, now);
+    stats::record_counts();
+    let int = |v: u64| unsafe { api!(RedisModule_ReplyWithLongLong)(ctx, v as c_longlong) };
+    unsafe { api!(RedisModule_ReplyWithArray)(ctx, 3) };
+    int(counts.previous);
+    int(counts.current);
+    int(elapsed);
+    OK
+}
+
+/// The server's clock in milliseconds, read at most once per call.
+#[derive(Default)]
+struct Clock(Option<u64>);
+
+impl Clock {
+    fn ms(&mut self) -> u64 {
+        *self.0.get_or_insert_with(server_ms)
+    }
 }
 
 fn server_ms() -> u64 {
@@ -177,10 +235,10 @@ static PXAT: AtomicPtr<raw::RedisModuleString> = AtomicPtr::new(std::ptr::null_m
 
 /// Creates the strings the handlers reuse. Called once, at load, before the commands
 /// are registered.
-pub fn init_strings() -> Result<(), String> {
+pub fn init_strings() -> anyhow::Result<()> {
     let s = unsafe { api!(RedisModule_CreateString)(std::ptr::null_mut(), c"PXAT".as_ptr(), 4) };
     if s.is_null() {
-        return Err("could not create a string".into());
+        anyhow::bail!("could not create a string");
     }
     PXAT.store(s, Relaxed);
     Ok(())
@@ -231,6 +289,12 @@ impl Key {
         let (ptr, len) = self.dma(raw::REDISMODULE_READ).ok_or(())?;
         let bytes = unsafe { std::slice::from_raw_parts(ptr, len) };
         encoding::decode(bytes).map(Some).map_err(|_| ())
+    }
+
+    /// When the key expires, in server milliseconds (`None` without an expiry).
+    fn expire_at(&self, now_ms: u64) -> Option<u64> {
+        let ttl = unsafe { api!(RedisModule_GetExpire)(self.ptr) };
+        (ttl >= 0).then(|| now_ms + ttl as u64)
     }
 
     /// The value's bytes in place (StringDMA): read mode for `read`, write mode to
@@ -313,16 +377,43 @@ impl Drop for Key {
     }
 }
 
+/// `[allowed, count]`; with DETAILS `[allowed, count, limit, remaining, retry_after,
+/// reset_after]`, the governing limit's figures, and with two or more limits a 7th
+/// element: each limit's `[window, limit, count, remaining, retry_after, reset_after]`.
 fn reply(ctx: Ctx, d: &Decision, details: bool) -> c_int {
     let int = |v: i64| unsafe { api!(RedisModule_ReplyWithLongLong)(ctx, v) };
-    unsafe { api!(RedisModule_ReplyWithArray)(ctx, if details { 6 } else { 2 }) };
+    let array = |n: usize| unsafe { api!(RedisModule_ReplyWithArray)(ctx, n as _) };
+    let g = d.outcome(d.governing());
+    if !details {
+        array(2);
+        int(i64::from(d.allowed));
+        int(g.count as i64);
+        return OK;
+    }
+    let several = d.limit_count() > 1;
+    array(if several { 7 } else { 6 });
     int(i64::from(d.allowed));
-    int(d.count as i64);
-    if details {
-        int(d.limit() as i64);
-        int(d.remaining() as i64);
-        int(d.retry_after());
-        int(d.reset_after() as i64);
+    int(g.count as i64);
+    int(g.limit as i64);
+    int(g.remaining as i64);
+    int(d.retry_after());
+    int(d.reset_after() as i64);
+    if several {
+        array(d.limit_count());
+        for i in 0..d.limit_count() {
+            let o = d.outcome(i);
+            array(6);
+            for v in [
+                o.window as i64,
+                o.limit as i64,
+                o.count as i64,
+                o.remaining as i64,
+                o.retry_after,
+                o.reset_after as i64,
+            ] {
+                int(v);
+            }
+        }
     }
     OK
 }

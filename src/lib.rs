@@ -1,6 +1,7 @@
 //! redis-slidingwindow: the `slidingwindow` module. Registration only: the commands,
-//! their flags and docs, the INFO section. The algorithm lives in `window`, the bytes
-//! in `encoding`, argument checking in `args`, the command glue in `commands`.
+//! their flags, ACL categories and docs, the INFO section. The algorithm lives in
+//! `window`, the bytes in `encoding`, argument checking in `args`, the command glue in
+//! `commands`.
 
 // Unit tests leave out the `redis_module!` entry point, so the registration code is
 // unused there.
@@ -16,54 +17,73 @@ mod encoding;
 mod fault;
 mod stats;
 #[cfg(test)]
+mod testref;
+#[cfg(test)]
 mod testrng;
 mod window;
 
+use anyhow::{anyhow, bail, Context as _};
+use libc::c_int;
 use redis_module::raw;
 use std::ffi::CStr;
-use std::os::raw::c_int;
 
 type CommandFn =
     extern "C" fn(*mut raw::RedisModuleCtx, *mut *mut raw::RedisModuleString, c_int) -> c_int;
 
-struct Command {
-    name: &'static CStr,
+/// The module's own ACL category: `+@slidingwindow` grants exactly the limiter.
+const CATEGORY: &CStr = c"slidingwindow";
+
+pub struct Command {
+    pub name: &'static CStr,
     handler: CommandFn,
     flags: &'static CStr,
-    write: bool,
-    summary: &'static CStr,
+    /// Standard ACL categories, where the server lets modules set them (Redis 7.2+,
+    /// Valkey); the module's own category is added where it exists.
+    acl: &'static str,
+    pub doc: command_info::Doc,
 }
 
-const COMMANDS: [Command; 2] = [
+const COMMANDS: [Command; 3] = [
     Command {
         name: c"slidingwindow.check",
         handler: commands::check,
         flags: c"write deny-oom fast",
-        write: true,
-        summary: c"Counts a request against a sliding-window limit and says whether it is allowed",
+        acl: "write fast",
+        doc: command_info::CHECK,
     },
     Command {
         name: c"slidingwindow.peek",
         handler: commands::peek,
         flags: c"readonly fast",
-        write: false,
-        summary: c"Says what SLIDINGWINDOW.CHECK would answer now, without counting anything",
+        acl: "read fast",
+        doc: command_info::PEEK,
+    },
+    Command {
+        name: c"slidingwindow.counts",
+        handler: commands::counts,
+        flags: c"readonly fast",
+        acl: "read fast",
+        doc: command_info::COUNTS,
     },
 ];
 
-fn log_warning(ctx: *mut raw::RedisModuleCtx, msg: &str) {
-    raw::redis_log(ctx, msg);
-}
-
-/// Registers the commands and the INFO section. Called once by RedisModule_OnLoad.
-fn register(ctx: *mut raw::RedisModuleCtx) -> Result<(), String> {
+/// Registers the ACL category and the commands. Called once by RedisModule_OnLoad.
+fn register(ctx: *mut raw::RedisModuleCtx) -> anyhow::Result<()> {
     if let Some(missing) = commands::missing_api() {
-        return Err(format!("this server lacks RedisModule_{missing}"));
+        bail!("this server lacks RedisModule_{missing}");
     }
     commands::init_strings()?;
-    let create = unsafe { raw::RedisModule_CreateCommand }.ok_or("CreateCommand missing")?;
+    // Redis 7.0 has neither function, and refuses modules that try to set categories:
+    // there, operators grant the commands by name (see the README).
+    let own_category = match unsafe { raw::RedisModule_AddACLCategory } {
+        Some(add) if unsafe { add(ctx, CATEGORY.as_ptr()) } == raw::REDISMODULE_OK as c_int => true,
+        Some(_) => bail!("could not add the ACL category {CATEGORY:?}"),
+        None => false,
+    };
+    let create = unsafe { raw::RedisModule_CreateCommand }.context("CreateCommand missing")?;
     for c in &COMMANDS {
-        // Classic registration (no ACL categories): Redis 7.0 refuses modules that set them.
+        // Classic registration, which every supported server takes; categories and
+        // docs are set on the created command.
         let status = unsafe {
             create(
                 ctx,
@@ -76,30 +96,80 @@ fn register(ctx: *mut raw::RedisModuleCtx) -> Result<(), String> {
             )
         };
         if status != raw::REDISMODULE_OK as c_int {
-            return Err(format!("could not create {:?}", c.name));
+            bail!("could not create {:?}", c.name);
         }
-        command_info::set(ctx, c.name, c.summary, c.write)?;
+        let get_command = unsafe { raw::RedisModule_GetCommand }.context("GetCommand missing")?;
+        let command = unsafe { get_command(ctx, c.name.as_ptr()) };
+        if command.is_null() {
+            bail!("command {:?} not found after creating it", c.name);
+        }
+        set_acl_categories(command, c, own_category)?;
+        command_info::set(command, c.name, &c.doc)?;
     }
     unsafe {
         // We signal the key ourselves, and only when CHECK writes it: a denied CHECK
         // must not fail other clients' WATCH.
-        raw::RedisModule_SetModuleOptions.ok_or("SetModuleOptions missing")?(
+        raw::RedisModule_SetModuleOptions.context("SetModuleOptions missing")?(
             ctx,
             raw::REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED as c_int,
         );
-        raw::RedisModule_RegisterInfoFunc.ok_or("RegisterInfoFunc missing")?(ctx, Some(info));
     }
     Ok(())
 }
 
-/// `INFO slidingwindow`: one section named after the module.
-extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) {
-    unsafe {
-        api!(RedisModule_InfoAddSection)(ctx, c"".as_ptr());
-        for (field, value) in stats::snapshot() {
-            let name = std::ffi::CString::new(field).unwrap_or_default();
-            api!(RedisModule_InfoAddFieldULongLong)(ctx, name.as_ptr(), value);
-        }
+fn set_acl_categories(
+    command: *mut raw::RedisModuleCommand,
+    c: &Command,
+    own_category: bool,
+) -> anyhow::Result<()> {
+    let Some(set) = (unsafe { raw::RedisModule_SetCommandACLCategories }) else {
+        return Ok(());
+    };
+    let categories = if own_category {
+        format!("{} {}", c.acl, CATEGORY.to_string_lossy())
+    } else {
+        c.acl.to_string()
+    };
+    let text = std::ffi::CString::new(categories)?;
+    if unsafe { set(command, text.as_ptr()) } != raw::REDISMODULE_OK as c_int {
+        return Err(anyhow!(
+            "the server refused ACL categories {text:?} for {:?}",
+            c.name
+        ));
+    }
+    Ok(())
+}
+
+/// `INFO slidingwindow`: the counters of `stats`, in a section `slidingwindow_stats`.
+#[cfg(not(test))]
+mod info {
+    use crate::stats::snapshot;
+    use redis_module::{InfoContext, RedisResult};
+    use redis_module_macros::{info_command_handler, InfoSection};
+
+    /// Field names are what INFO shows, prefixed with the module's name.
+    #[allow(non_camel_case_types)] // the section is named after the struct
+    #[derive(InfoSection)]
+    struct stats {
+        checks: u64,
+        allowed: u64,
+        denied: u64,
+        peeks: u64,
+        counts: u64,
+        errors: u64,
+    }
+
+    #[info_command_handler]
+    fn add_info(ctx: &InfoContext, _for_crash_report: bool) -> RedisResult<()> {
+        let s = snapshot();
+        ctx.build_one_section(stats {
+            checks: s.checks,
+            allowed: s.allowed,
+            denied: s.denied,
+            peeks: s.peeks,
+            counts: s.counts,
+            errors: s.errors,
+        })
     }
 }
 
@@ -108,7 +178,7 @@ fn init(ctx: &redis_module::Context, _args: &[redis_module::RedisString]) -> red
     match register(ctx.ctx) {
         Ok(()) => redis_module::Status::Ok,
         Err(e) => {
-            log_warning(ctx.ctx, &format!("slidingwindow: {e}"));
+            ctx.log_warning(&format!("slidingwindow: {e:#}"));
             redis_module::Status::Err
         }
     }
@@ -118,7 +188,7 @@ fn init(ctx: &redis_module::Context, _args: &[redis_module::RedisString]) -> red
 #[cfg(not(test))]
 redis_module::redis_module! {
     name: "slidingwindow",
-    version: 100,
+    version: 200,
     allocator: (redis_module::alloc::RedisAlloc, redis_module::alloc::RedisAlloc),
     data_types: [],
     init: init,

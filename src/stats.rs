@@ -3,11 +3,12 @@
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-pub static CHECKS: AtomicU64 = AtomicU64::new(0);
-pub static ALLOWED: AtomicU64 = AtomicU64::new(0);
-pub static DENIED: AtomicU64 = AtomicU64::new(0);
-pub static PEEKS: AtomicU64 = AtomicU64::new(0);
-pub static ERRORS: AtomicU64 = AtomicU64::new(0);
+static CHECKS: AtomicU64 = AtomicU64::new(0);
+static ALLOWED: AtomicU64 = AtomicU64::new(0);
+static DENIED: AtomicU64 = AtomicU64::new(0);
+static PEEKS: AtomicU64 = AtomicU64::new(0);
+static COUNTS: AtomicU64 = AtomicU64::new(0);
+static ERRORS: AtomicU64 = AtomicU64::new(0);
 
 /// One answered call: a PEEK, or a CHECK that was allowed or denied.
 pub fn record(peek: bool, allowed: bool) {
@@ -23,18 +24,33 @@ pub fn record(peek: bool, allowed: bool) {
     }
 }
 
+/// One answered COUNTS.
+pub fn record_counts() {
+    COUNTS.fetch_add(1, Relaxed);
+}
+
 /// A call answered with an error (bad arguments, WRONGTYPE, internal).
 pub fn error() {
     ERRORS.fetch_add(1, Relaxed);
 }
 
-/// (field, value) pairs in the order INFO shows them.
-pub fn snapshot() -> [(&'static str, u64); 5] {
-    [
-        ("checks", CHECKS.load(Relaxed)),
-        ("allowed", ALLOWED.load(Relaxed)),
-        ("denied", DENIED.load(Relaxed)),
-        ("peeks", PEEKS.load(Relaxed)),
-        ("errors", ERRORS.load(Relaxed)),
-    ]
+/// The counters at one moment.
+pub struct Snapshot {
+    pub checks: u64,
+    pub allowed: u64,
+    pub denied: u64,
+    pub peeks: u64,
+    pub counts: u64,
+    pub errors: u64,
+}
+
+pub fn snapshot() -> Snapshot {
+    Snapshot {
+        checks: CHECKS.load(Relaxed),
+        allowed: ALLOWED.load(Relaxed),
+        denied: DENIED.load(Relaxed),
+        peeks: PEEKS.load(Relaxed),
+        counts: COUNTS.load(Relaxed),
+        errors: ERRORS.load(Relaxed),
+    }
 }

@@ -1,19 +1,30 @@
 //! The sliding window counter, as pure arithmetic: no Redis types, no I/O.
 //!
 //! Time is a whole number of *units* (seconds or milliseconds, the caller's choice);
-//! window number `k` covers `[k * window, (k + 1) * window)`. A key's state keeps the
-//! count of the window it was last written in and of the window before it. The estimate
-//! at time `t` is the seed script's
+//! window number `k` covers `[k * window, (k + 1) * window)`. For each window size it
+//! has seen, a key keeps a `Counter`: the count of the window it was last written in and
+//! of the window before it. The estimate at time `t` is the seed script's
 //! `floor(previous * (window - elapsed) / window + current)`, computed in IEEE doubles
 //! in the same order as Lua does, so every reply matches the script bit for bit.
+//!
+//! A call names one to `MAX_LIMITS` limits (a limit and a window each, one unit for all).
+//! Each is judged on its own counter exactly as a single limit would be; the request is
+//! allowed only when every limit allows it, and then its cost is counted in every named
+//! window. Windows the call does not name keep their counts.
 
 /// The largest value accepted for any count, time or window: 2^53 - 1. Every integer up
 /// to it is exact in a double, so the estimate is computed exactly as the Lua script
 /// computes it, and no sum or product below can overflow a u64.
 pub const MAX_VALUE: u64 = (1 << 53) - 1;
 
-/// The unit of `window` and `now`. A key's window is only comparable within one unit.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Limits one call may name (the positional one included).
+pub const MAX_LIMITS: usize = 8;
+
+/// Counters one key may hold.
+pub const MAX_WINDOWS: usize = 8;
+
+/// The unit of `window` and `now`. A window is only comparable within one unit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Unit {
     Seconds,
     Millis,
@@ -33,11 +44,20 @@ impl Unit {
     pub fn max_window(self) -> u64 {
         MAX_VALUE / self.millis()
     }
+
+    /// "seconds" or "milliseconds", for messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Unit::Seconds => "seconds",
+            Unit::Millis => "milliseconds",
+        }
+    }
 }
 
-/// What a key holds: one window size and the counts of two consecutive windows.
+/// One window size's counts in a key: the window it was last written in and the one
+/// before it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct State {
+pub struct Counter {
     pub unit: Unit,
     /// Window length in `unit`s, >= 1.
     pub window: u64,
@@ -49,23 +69,163 @@ pub struct State {
     pub previous: u64,
 }
 
-/// One call, already validated by `args`: every field is within its documented range.
+impl Counter {
+    /// The order counters are kept in, in a state and in its bytes.
+    pub fn sort_key(&self) -> (Unit, u64) {
+        (self.unit, self.window)
+    }
+
+    /// The end of the newest window this counter has counts for, in milliseconds.
+    fn newest_ms(&self) -> u128 {
+        u128::from(self.index + 1) * u128::from(self.window) * u128::from(self.unit.millis())
+    }
+}
+
+const EMPTY: Counter = Counter {
+    unit: Unit::Seconds,
+    window: 1,
+    index: 0,
+    current: 0,
+    previous: 0,
+};
+
+/// What a key holds: 1 to `MAX_WINDOWS` counters, sorted by `(unit, window)`, no two
+/// with the same window and unit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Request {
+pub struct State {
+    counters: [Counter; MAX_WINDOWS],
+    len: usize,
+}
+
+impl State {
+    pub fn single(c: Counter) -> State {
+        let mut counters = [EMPTY; MAX_WINDOWS];
+        counters[0] = c;
+        State { counters, len: 1 }
+    }
+
+    /// A state from counters already in order; `None` unless there are 1 to
+    /// `MAX_WINDOWS` of them, strictly increasing by `(unit, window)`.
+    pub fn from_sorted(list: &[Counter]) -> Option<State> {
+        if list.is_empty() || list.len() > MAX_WINDOWS {
+            return None;
+        }
+        if list.windows(2).any(|p| p[0].sort_key() >= p[1].sort_key()) {
+            return None;
+        }
+        let mut counters = [EMPTY; MAX_WINDOWS];
+        counters[..list.len()].copy_from_slice(list);
+        Some(State {
+            counters,
+            len: list.len(),
+        })
+    }
+
+    pub fn counters(&self) -> &[Counter] {
+        &self.counters[..self.len]
+    }
+
+    fn find(&self, unit: Unit, window: u64) -> Option<&Counter> {
+        self.counters()
+            .iter()
+            .find(|c| c.window == window && c.unit == unit)
+    }
+}
+
+/// One limit of a call: at most `limit` per `window` units.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limit {
     pub limit: u64,
     pub window: u64,
+}
+
+/// One call, already validated by `args`: every field is within its documented range,
+/// 1 to `MAX_LIMITS` limits with distinct windows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Request {
+    limits: [Limit; MAX_LIMITS],
+    len: usize,
     pub unit: Unit,
     /// The caller's time in `unit`s.
     pub now: u64,
     pub cost: u64,
 }
 
+impl Request {
+    /// `None` unless there are 1 to `MAX_LIMITS` limits.
+    pub fn new(limits: &[Limit], unit: Unit, now: u64, cost: u64) -> Option<Request> {
+        if limits.is_empty() || limits.len() > MAX_LIMITS {
+            return None;
+        }
+        let mut all = [Limit {
+            limit: 0,
+            window: 1,
+        }; MAX_LIMITS];
+        all[..limits.len()].copy_from_slice(limits);
+        Some(Request {
+            limits: all,
+            len: limits.len(),
+            unit,
+            now,
+            cost,
+        })
+    }
+
+    pub fn limits(&self) -> &[Limit] {
+        &self.limits[..self.len]
+    }
+
+    /// The longest window named, in milliseconds.
+    pub fn longest_window_ms(&self) -> u64 {
+        let w = self.limits().iter().map(|l| l.window).max().unwrap_or(1);
+        w * self.unit.millis()
+    }
+}
+
 /// The counts that apply in one window: the previous window's and this one's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Counts {
-    index: u64,
-    previous: u64,
-    current: u64,
+pub struct Counts {
+    pub index: u64,
+    pub previous: u64,
+    pub current: u64,
+}
+
+/// One limit judged on its own counter, before anything is written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Judged {
+    limit: Limit,
+    /// The time the limit was judged at: `now`, or the start of its counter's window
+    /// when `now` lies in an earlier window (a caller whose clock is behind).
+    judged_at: u64,
+    /// The counts in force at `judged_at`, before this request.
+    counts: Counts,
+    /// The seed's estimate at `judged_at`.
+    est: u64,
+}
+
+impl Judged {
+    fn new(stored: Option<&Counter>, limit: Limit, now: u64) -> Judged {
+        let w = limit.window;
+        // Counts never go backwards: a clock behind the counter's window is judged at
+        // the start of that window.
+        let judged_at = match stored {
+            Some(c) if now / w < c.index => c.index * w,
+            _ => now,
+        };
+        let counts = counts_at(stored, judged_at / w);
+        Judged {
+            limit,
+            judged_at,
+            counts,
+            est: estimate(w, counts, judged_at % w),
+        }
+    }
+
+    /// Whether this limit alone allows a request of `cost`.
+    fn allows(&self, cost: u64) -> bool {
+        // est <= 2 * MAX_VALUE and cost <= MAX_VALUE: no overflow.
+        self.est + cost <= self.limit.limit
+    }
 }
 
 /// The outcome of one request. `state` is what the key must hold afterwards when
@@ -73,15 +233,26 @@ struct Counts {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Decision {
     pub allowed: bool,
-    /// The estimate after this request when allowed (estimate + cost), else the estimate.
-    pub count: u64,
     pub state: State,
-    request: Request,
-    /// The time the request was judged at: `now`, or the start of the key's window when
-    /// `now` lies in an earlier window (a caller whose clock is behind).
-    judged_at: u64,
-    /// The counts in force at `judged_at` after this request.
-    after: Counts,
+    judged: [Judged; MAX_LIMITS],
+    len: usize,
+    now: u64,
+    cost: u64,
+    /// Whether `state` holds counters for windows the call did not name.
+    keeps_others: bool,
+}
+
+/// What one limit reports: as that limit alone would, for the request as decided.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Outcome {
+    pub window: u64,
+    pub limit: u64,
+    /// The estimate plus the cost when the request was allowed, else the estimate.
+    pub count: u64,
+    pub remaining: u64,
+    /// -1 when this limit alone allows the request, or never can (cost > limit).
+    pub retry_after: i64,
+    pub reset_after: u64,
 }
 
 /// The seed's estimate for `counts` at `elapsed` units into window `counts.index`.
@@ -91,11 +262,11 @@ fn estimate(window: u64, counts: Counts, elapsed: u64) -> u64 {
     (counts.previous as f64 * weight + counts.current as f64).floor() as u64
 }
 
-/// The counts in force in window `index` given what the key holds.
-fn counts_at(state: Option<&State>, index: u64) -> Counts {
-    let (previous, current) = match state {
-        Some(s) if s.index == index => (s.previous, s.current),
-        Some(s) if s.index + 1 == index => (s.current, 0),
+/// The counts in force in window `index` given what the counter holds.
+fn counts_at(stored: Option<&Counter>, index: u64) -> Counts {
+    let (previous, current) = match stored {
+        Some(c) if c.index == index => (c.previous, c.current),
+        Some(c) if c.index + 1 == index => (c.current, 0),
         _ => (0, 0),
     };
     Counts {
@@ -105,76 +276,200 @@ fn counts_at(state: Option<&State>, index: u64) -> Counts {
     }
 }
 
+/// For `SLIDINGWINDOW.COUNTS`: the counts of `window` in force at `now`, and the units
+/// elapsed in the current window, judged as `decide` judges (a clock behind the
+/// counter's window is taken to the start of that window).
+pub fn counts(stored: Option<&State>, unit: Unit, window: u64, now: u64) -> (Counts, u64) {
+    let c = stored.and_then(|s| s.find(unit, window));
+    let j = Judged::new(c, Limit { limit: 0, window }, now);
+    (j.counts, j.judged_at % window)
+}
+
 /// Decides one request against what the key holds (`None` for a missing key).
-/// A state kept for another window size or unit is ignored: the key starts afresh.
 pub fn decide(stored: Option<&State>, req: &Request) -> Decision {
-    let stored = stored.filter(|s| s.window == req.window && s.unit == req.unit);
-    let w = req.window;
-    // A caller behind the key's window is judged at the start of the key's window, so
-    // counts never go backwards.
-    let judged_at = match stored {
-        Some(s) if req.now / w < s.index => s.index * w,
-        _ => req.now,
-    };
-    let counts = counts_at(stored, judged_at / w);
-    let est = estimate(w, counts, judged_at % w);
-    // est <= 2 * MAX_VALUE and cost <= MAX_VALUE: no overflow.
-    let allowed = est + req.cost <= req.limit;
-    let after = if allowed {
-        Counts {
-            current: counts.current + req.cost,
-            ..counts
-        }
-    } else {
-        counts
+    let mut judged = [Judged::new(None, req.limits[0], 0); MAX_LIMITS];
+    let mut allowed = true;
+    for (j, &limit) in judged.iter_mut().zip(req.limits()) {
+        let counter = stored.and_then(|s| s.find(req.unit, limit.window));
+        *j = Judged::new(counter, limit, req.now);
+        allowed &= j.allows(req.cost);
+    }
+    let judged_now = &judged[..req.len];
+    let (state, keeps_others) = match (allowed, stored) {
+        (true, _) => next_state(stored, judged_now, req),
+        (false, Some(s)) => (*s, false),
+        // Denied on a missing key: nothing is written; any state will do.
+        (false, None) => (State::single(EMPTY), false),
     };
     Decision {
         allowed,
-        count: if allowed { est + req.cost } else { est },
-        state: State {
-            unit: req.unit,
-            window: w,
-            index: after.index,
-            current: after.current,
-            previous: after.previous,
-        },
-        request: *req,
-        judged_at,
-        after,
+        state,
+        judged,
+        len: req.len,
+        now: req.now,
+        cost: req.cost,
+        keeps_others,
     }
 }
 
+/// The key's state after an allowed request: the named windows with the cost counted,
+/// then the other windows the key holds, less those whose counts can no longer matter
+/// (two windows old at `now`) and, past `MAX_WINDOWS`, those with the oldest counts.
+fn next_state(stored: Option<&State>, judged: &[Judged], req: &Request) -> (State, bool) {
+    let mut list = [EMPTY; MAX_WINDOWS + MAX_WINDOWS];
+    let mut n = 0;
+    for j in judged {
+        list[n] = Counter {
+            unit: req.unit,
+            window: j.limit.window,
+            index: j.counts.index,
+            current: j.counts.current + req.cost,
+            previous: j.counts.previous,
+        };
+        n += 1;
+    }
+    let named = n;
+    let now_ms = u128::from(req.now) * u128::from(req.unit.millis());
+    for c in stored.map(State::counters).unwrap_or_default() {
+        let is_named = c.unit == req.unit && judged.iter().any(|j| j.limit.window == c.window);
+        let window_ms = u128::from(c.window) * u128::from(c.unit.millis());
+        if !is_named && c.newest_ms() + window_ms > now_ms {
+            list[n] = *c;
+            n += 1;
+        }
+    }
+    // Past the limit, drop the other windows whose newest counts are oldest.
+    list[named..n].sort_unstable_by_key(|c| std::cmp::Reverse(c.newest_ms()));
+    n = n.min(MAX_WINDOWS);
+    let keeps_others = n > named;
+    let kept = &mut list[..n];
+    kept.sort_unstable_by_key(Counter::sort_key);
+    let state = State::from_sorted(kept).unwrap_or_else(|| State::single(list[0]));
+    (state, keeps_others)
+}
+
 impl Decision {
-    /// Units until the same request would be allowed with no other traffic: -1 when
-    /// allowed now, or when it never can be (cost > limit).
-    pub fn retry_after(&self) -> i64 {
-        if self.allowed || self.request.cost > self.request.limit {
+    /// Whether the state written keeps windows this call did not name (so the key's
+    /// expiry must not be shortened).
+    pub fn keeps_other_windows(&self) -> bool {
+        self.keeps_others
+    }
+
+    fn judged(&self) -> &[Judged] {
+        &self.judged[..self.len]
+    }
+
+    /// The number of limits the call named.
+    pub fn limit_count(&self) -> usize {
+        self.len
+    }
+
+    /// What limit `i` (in call order) reports.
+    pub fn outcome(&self, i: usize) -> Outcome {
+        let j = &self.judged()[i];
+        let limit = j.limit.limit;
+        let count = if self.allowed {
+            j.est + self.cost
+        } else {
+            j.est
+        };
+        Outcome {
+            window: j.limit.window,
+            limit,
+            count,
+            remaining: limit.saturating_sub(count),
+            retry_after: self.retry_after_of(j),
+            reset_after: self.reset_after_of(j),
+        }
+    }
+
+    /// -1 when `j` alone allows the request or never can; else the units until it does.
+    fn retry_after_of(&self, j: &Judged) -> i64 {
+        if j.allows(self.cost) || self.cost > j.limit.limit {
             return -1;
         }
-        self.units_until(self.request.limit - self.request.cost) as i64
+        // Denied: nothing was written, so the counts are as judged.
+        self.units_until(j, j.counts, j.limit.limit - self.cost) as i64
     }
 
-    /// Units until the estimate is 0 with no further traffic.
+    fn reset_after_of(&self, j: &Judged) -> u64 {
+        let after = if self.allowed {
+            Counts {
+                current: j.counts.current + self.cost,
+                ..j.counts
+            }
+        } else {
+            j.counts
+        };
+        self.units_until(j, after, 0)
+    }
+
+    /// The limit whose figures the reply shows: when denied, the denying limit with the
+    /// longest wait ("never" longest of all); when allowed, the one with the least
+    /// remaining. Ties go to the first in call order.
+    pub fn governing(&self) -> usize {
+        if self.len == 1 {
+            return 0;
+        }
+        let judged = self.judged();
+        if self.allowed {
+            let remaining = |j: &Judged| j.limit.limit - (j.est + self.cost);
+            let least = judged.iter().map(remaining).min().unwrap_or(0);
+            return judged
+                .iter()
+                .position(|j| remaining(j) == least)
+                .unwrap_or(0);
+        }
+        let wait = |j: &Judged| match self.retry_after_of(j) {
+            -1 => u64::MAX,
+            r => r as u64,
+        };
+        let mut best: Option<(usize, u64)> = None;
+        for (i, j) in judged.iter().enumerate() {
+            if j.allows(self.cost) {
+                continue;
+            }
+            let w = wait(j);
+            if best.is_none_or(|(_, b)| w > b) {
+                best = Some((i, w));
+            }
+        }
+        best.map_or(0, |(i, _)| i)
+    }
+
+    /// Units until the same request would be allowed by every limit with no other
+    /// traffic: -1 when allowed now, or when some limit never can (cost > limit).
+    pub fn retry_after(&self) -> i64 {
+        if self.allowed {
+            return -1;
+        }
+        let mut longest = -1;
+        for j in self.judged().iter().filter(|j| !j.allows(self.cost)) {
+            match self.retry_after_of(j) {
+                -1 => return -1,
+                r => longest = longest.max(r),
+            }
+        }
+        longest
+    }
+
+    /// Units until every named window's estimate is 0 with no further traffic.
     pub fn reset_after(&self) -> u64 {
-        self.units_until(0)
+        self.judged()
+            .iter()
+            .map(|j| self.reset_after_of(j))
+            .max()
+            .unwrap_or(0)
     }
 
-    pub fn limit(&self) -> u64 {
-        self.request.limit
-    }
-
-    /// `max(0, limit - count)`.
-    pub fn remaining(&self) -> u64 {
-        self.request.limit.saturating_sub(self.count)
-    }
-
-    /// Whole units from the caller's `now` until the estimate is at most `most`.
-    fn units_until(&self, most: u64) -> u64 {
-        let at = first_time_at_most(self.request.window, self.after, self.judged_at, most);
-        if at == self.judged_at {
+    /// Whole units from the caller's `now` until `j`'s estimate is at most `most`,
+    /// given `counts` in force at `j.judged_at`.
+    fn units_until(&self, j: &Judged, counts: Counts, most: u64) -> u64 {
+        let at = first_time_at_most(j.limit.window, counts, j.judged_at, most);
+        if at == j.judged_at {
             0
         } else {
-            at - self.request.now
+            at - self.now
         }
     }
 }

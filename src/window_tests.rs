@@ -1,17 +1,61 @@
 //! Unit tests of the pure algorithm: the seed's semantics, exact retry/reset times,
-//! backward time, and the extremes of every range.
+//! backward time, several limits, and the extremes of every range.
 
 use super::*;
+use crate::testref::RefKey;
 use crate::testrng::Rng;
 use std::collections::HashMap;
 
+fn lim(limit: u64, window: u64) -> Limit {
+    Limit { limit, window }
+}
+
+/// One limit, in seconds, cost 1.
 fn req(limit: u64, window: u64, now: u64) -> Request {
-    Request {
-        limit,
+    multi(&[lim(limit, window)], Unit::Seconds, now, 1)
+}
+
+fn multi(limits: &[Limit], unit: Unit, now: u64, cost: u64) -> Request {
+    Request::new(limits, unit, now, cost).expect("1 to 8 limits")
+}
+
+fn with_cost(mut r: Request, cost: u64) -> Request {
+    r.cost = cost;
+    r
+}
+
+fn at_time(mut r: Request, now: u64) -> Request {
+    r.now = now;
+    r
+}
+
+fn counter(unit: Unit, window: u64, index: u64, current: u64, previous: u64) -> Counter {
+    Counter {
+        unit,
         window,
-        unit: Unit::Seconds,
-        now,
-        cost: 1,
+        index,
+        current,
+        previous,
+    }
+}
+
+impl Decision {
+    /// The governing limit's count: the reply's second element.
+    fn count(&self) -> u64 {
+        self.outcome(self.governing()).count
+    }
+
+    fn remaining(&self) -> u64 {
+        self.outcome(self.governing()).remaining
+    }
+
+    /// The estimate before this request's cost was added (governing limit).
+    fn count_before(&self, cost: u64) -> u64 {
+        if self.allowed {
+            self.count() - cost
+        } else {
+            self.count()
+        }
     }
 }
 
@@ -22,6 +66,14 @@ fn check(state: &mut Option<State>, r: &Request) -> Decision {
         *state = Some(d.state);
     }
     d
+}
+
+/// The only counter of a one-window state.
+fn only(s: &Option<State>) -> Counter {
+    match s.as_ref().map(State::counters) {
+        Some([c]) => *c,
+        other => panic!("expected one counter, got {other:?}"),
+    }
 }
 
 /// The seed's Lua script, transcribed: one counter per window number, the previous
@@ -54,20 +106,14 @@ impl SeedModel {
 #[test]
 fn the_seed_articles_example() {
     // 80 requests in the previous minute, 30 in this one, 18 s (30%) into it: 56 + 30.
-    let mut s = Some(State {
-        unit: Unit::Seconds,
-        window: 60,
-        index: 1000,
-        current: 30,
-        previous: 80,
-    });
+    let mut s = Some(State::single(counter(Unit::Seconds, 60, 1000, 30, 80)));
     let d = check(&mut s, &req(100, 60, 60_018));
     assert!(d.allowed);
-    assert_eq!(d.count, 87);
-    assert_eq!(s.unwrap().current, 31);
+    assert_eq!(d.count(), 87);
+    assert_eq!(only(&s).current, 31);
     let d = check(&mut s, &req(87, 60, 60_018));
     assert!(!d.allowed);
-    assert_eq!(d.count, 87);
+    assert_eq!(d.count(), 87);
 }
 
 #[test]
@@ -88,7 +134,7 @@ fn matches_the_seed_model_on_random_monotonic_calls() {
             };
             let d = check(&mut state, &req(limit, window, now));
             assert_eq!(
-                (d.allowed, d.count),
+                (d.allowed, d.count()),
                 seed.call(limit, window, now),
                 "w={window} l={limit} now={now}"
             );
@@ -99,19 +145,16 @@ fn matches_the_seed_model_on_random_monotonic_calls() {
 #[test]
 fn cost_is_charged_whole_or_not_at_all() {
     let mut s = None;
-    let r = Request {
-        cost: 4,
-        ..req(10, 60, 0)
-    };
-    assert_eq!(check(&mut s, &r).count, 4);
-    assert_eq!(check(&mut s, &r).count, 8);
+    let r = with_cost(req(10, 60, 0), 4);
+    assert_eq!(check(&mut s, &r).count(), 4);
+    assert_eq!(check(&mut s, &r).count(), 8);
     let d = check(&mut s, &r);
     assert!(!d.allowed);
-    assert_eq!(d.count, 8);
+    assert_eq!(d.count(), 8);
     assert_eq!(d.remaining(), 2);
-    let one = check(&mut s, &Request { cost: 2, ..r });
+    let one = check(&mut s, &with_cost(r, 2));
     assert!(one.allowed);
-    assert_eq!(one.count, 10);
+    assert_eq!(one.count(), 10);
     assert_eq!(one.remaining(), 0);
 }
 
@@ -121,13 +164,7 @@ fn limit_zero_denies_and_cost_over_limit_never_retries() {
     assert!(!d.allowed);
     assert_eq!(d.retry_after(), -1);
     assert_eq!(d.reset_after(), 0);
-    let d = decide(
-        None,
-        &Request {
-            cost: 6,
-            ..req(5, 60, 5)
-        },
-    );
+    let d = decide(None, &with_cost(req(5, 60, 5), 6));
     assert!(!d.allowed);
     assert_eq!(d.retry_after(), -1);
 }
@@ -141,9 +178,9 @@ fn backward_time_is_judged_at_the_start_of_the_keys_window() {
     // A clock two windows behind: judged at 100, with window 10's counts.
     let d = check(&mut s, &req(5, 10, 87));
     assert!(d.allowed);
-    assert_eq!(d.count, 4);
-    let st = s.unwrap();
-    assert_eq!((st.index, st.current, st.previous), (10, 4, 0));
+    assert_eq!(d.count(), 4);
+    let c = only(&s);
+    assert_eq!((c.index, c.current, c.previous), (10, 4, 0));
     check(&mut s, &req(5, 10, 87));
     let d = check(&mut s, &req(5, 10, 87));
     assert!(!d.allowed);
@@ -154,21 +191,36 @@ fn backward_time_is_judged_at_the_start_of_the_keys_window() {
 }
 
 #[test]
-fn another_window_or_unit_starts_afresh() {
+fn other_windows_and_units_keep_their_own_counts() {
     let mut s = None;
     for _ in 0..5 {
         check(&mut s, &req(5, 10, 100));
     }
     assert!(!check(&mut s, &req(5, 10, 100)).allowed);
-    assert!(check(&mut s, &req(5, 11, 100)).allowed);
-    let ms = Request {
-        unit: Unit::Millis,
-        ..req(1, 11, 100)
-    };
+    // Another window size is another counter: it starts at 0 and the first is kept.
+    let d = check(&mut s, &req(5, 11, 100));
+    assert!(d.allowed);
+    assert_eq!(d.count(), 1);
+    let ms = multi(&[lim(1, 11)], Unit::Millis, 100, 1);
     let d = check(&mut s, &ms);
     assert!(d.allowed);
-    assert_eq!(d.count, 1);
-    assert_eq!(s.unwrap().unit, Unit::Millis);
+    assert_eq!(d.count(), 1);
+    let st = s.unwrap();
+    let kept: Vec<(Unit, u64, u64)> = st
+        .counters()
+        .iter()
+        .map(|c| (c.unit, c.window, c.current))
+        .collect();
+    assert_eq!(
+        kept,
+        [
+            (Unit::Seconds, 10, 5),
+            (Unit::Seconds, 11, 1),
+            (Unit::Millis, 11, 1)
+        ]
+    );
+    // The 10 s window still refuses: its count survived the other calls.
+    assert!(!decide(Some(&st), &req(5, 10, 100)).allowed);
 }
 
 /// Brute force: the first `t >= now` at which `allowed_at(t)` holds, scanning.
@@ -184,30 +236,24 @@ fn retry_after_and_reset_after_are_exact() {
         let limit = rng.range(0, 30);
         let cost = rng.range(1, 6);
         let index = rng.range(1, 100);
-        let state = State {
-            unit: Unit::Seconds,
+        let state = State::single(counter(
+            Unit::Seconds,
             window,
             index,
-            current: rng.range(0, limit + 3),
-            previous: rng.range(0, 3 * limit + 3),
-        };
+            rng.range(0, limit + 3),
+            rng.range(0, 3 * limit + 3),
+        ));
         // Now: often inside the key's window, sometimes later or (rarely) earlier.
         let now = match rng.range(0, 10) {
             0 => rng.range(0, index * window),
             1 => index * window + rng.range(0, 3 * window),
             _ => index * window + rng.range(0, window),
         };
-        let r = Request {
-            limit,
-            window,
-            unit: Unit::Seconds,
-            now,
-            cost,
-        };
+        let r = with_cost(req(limit, window, now), cost);
         let d = decide(Some(&state), &r);
         let after = if d.allowed { d.state } else { state };
         let horizon = now.max(index * window) + 3 * window;
-        let at = |t: u64| decide(Some(&after), &Request { now: t, ..r });
+        let at = |t: u64| decide(Some(&after), &at_time(r, t));
         let reset = scan(now, horizon, |t| at(t).count_before(cost) == 0);
         assert_eq!(
             d.reset_after(),
@@ -228,17 +274,6 @@ fn retry_after_and_reset_after_are_exact() {
     }
 }
 
-impl Decision {
-    /// The estimate before this request's cost was added.
-    fn count_before(&self, cost: u64) -> u64 {
-        if self.allowed {
-            self.count - cost
-        } else {
-            self.count
-        }
-    }
-}
-
 #[test]
 fn retry_after_is_exact_for_large_values() {
     // Large counts and windows, where doubles round: check the answer at t and t - 1
@@ -253,24 +288,18 @@ fn retry_after_is_exact_for_large_values() {
         let limit = rng.range(0, MAX_VALUE);
         let cost = rng.range(1, limit.max(1));
         let index = rng.range(0, (MAX_VALUE - 3 * window) / window);
-        let state = State {
-            unit: Unit::Millis,
+        let state = State::single(counter(
+            Unit::Millis,
             window,
             index,
-            current: rng.range(0, limit),
-            previous: rng.range(0, MAX_VALUE),
-        };
+            rng.range(0, limit),
+            rng.range(0, MAX_VALUE),
+        ));
         let now = index * window + rng.range(0, window);
-        let r = Request {
-            limit,
-            window,
-            unit: Unit::Millis,
-            now,
-            cost,
-        };
+        let r = multi(&[lim(limit, window)], Unit::Millis, now, cost);
         let d = decide(Some(&state), &r);
         let after = if d.allowed { d.state } else { state };
-        let at = |t: u64| decide(Some(&after), &Request { now: t, ..r });
+        let at = |t: u64| decide(Some(&after), &at_time(r, t));
         let reset = d.reset_after();
         assert!(reset <= 2 * window);
         assert_eq!(at(now + reset).count_before(cost), 0);
@@ -288,29 +317,231 @@ fn retry_after_is_exact_for_large_values() {
 
 #[test]
 fn extremes_do_not_overflow() {
+    // Every value at the top of its range (the tests run with overflow checks on, so
+    // any overflow panics), with the answers each must give.
     for &window in &[1, 2, Unit::Millis.max_window()] {
         for &now in &[0, MAX_VALUE - 1, MAX_VALUE] {
-            let state = State {
-                unit: Unit::Millis,
-                window,
-                index: now / window,
-                current: MAX_VALUE,
-                previous: MAX_VALUE,
-            };
-            let r = Request {
-                limit: MAX_VALUE,
-                window,
-                unit: Unit::Millis,
-                now,
-                cost: MAX_VALUE,
-            };
-            let d = decide(Some(&state), &r);
+            let index = now / window;
+            let full = State::single(counter(Unit::Millis, window, index, MAX_VALUE, MAX_VALUE));
+            let r = multi(&[lim(MAX_VALUE, window)], Unit::Millis, now, MAX_VALUE);
+            let d = decide(Some(&full), &r);
             assert!(!d.allowed);
-            let _ = (d.retry_after(), d.reset_after(), d.remaining());
+            // Cost = limit: allowed once both windows have aged out, two windows after
+            // the counter's window started (`current` is full all window long).
+            let two_windows_on = (index + 2) * window - now;
+            assert_eq!(
+                d.retry_after(),
+                two_windows_on as i64,
+                "w={window} now={now}"
+            );
+            assert_eq!(d.reset_after(), two_windows_on);
+            assert_eq!(d.remaining(), 0);
+            assert!(d.count() >= MAX_VALUE);
+
             let d = decide(None, &r);
             assert!(d.allowed);
-            assert_eq!(d.count, MAX_VALUE);
-            let _ = (d.retry_after(), d.reset_after(), d.remaining());
+            assert_eq!(d.count(), MAX_VALUE);
+            assert_eq!(d.remaining(), 0);
+            assert_eq!(d.retry_after(), -1);
+            // The cost sits in the current window until two windows on.
+            assert_eq!(d.reset_after(), (index + 2) * window - now);
+            let c = d.state.counters()[0];
+            assert_eq!((c.index, c.current, c.previous), (index, MAX_VALUE, 0));
         }
     }
+}
+
+// ---- Several limits ----
+
+#[test]
+fn several_limits_match_the_per_window_seed_reference() {
+    let mut rng = Rng::new(13);
+    let mut denied = 0;
+    let mut several_denying = 0;
+    let mut calls = 0;
+    for seq in 0..300 {
+        // At most 8 (unit, window) pairs per key, so no counter is dropped for room;
+        // windows small enough for the reference to scan.
+        let mut pool: Vec<(Unit, u64)> = Vec::new();
+        while pool.len() < 8 {
+            let p = match rng.range(0, 2) {
+                0 => (Unit::Millis, rng.range(1, 300)),
+                _ => (Unit::Seconds, rng.range(1, 30)),
+            };
+            if !pool.contains(&p) {
+                pool.push(p);
+            }
+        }
+        let mut reference = RefKey::default();
+        let mut state: Option<State> = None;
+        // One clock, in milliseconds; seconds calls see it floored to seconds.
+        let mut clock_ms = rng.range(0, 10_000_000);
+        for step in 0..50 {
+            clock_ms = match rng.range(0, 12) {
+                0 => clock_ms.saturating_sub(rng.range(0, 20_000)), // a clock behind
+                1 => clock_ms + rng.range(0, 60_000),
+                _ => clock_ms + rng.range(0, 700),
+            };
+            let unit = pool[rng.range(0, 7) as usize].0;
+            let now = clock_ms / unit.millis();
+            let mut windows: Vec<u64> = pool
+                .iter()
+                .filter(|(u, _)| *u == unit)
+                .map(|&(_, w)| w)
+                .collect();
+            let n = rng.range(1, windows.len() as u64) as usize;
+            // A random subset of n windows, in random order.
+            for i in 0..n {
+                let j = rng.range(i as u64, windows.len() as u64 - 1) as usize;
+                windows.swap(i, j);
+            }
+            let pairs: Vec<(u64, u64)> = windows[..n]
+                .iter()
+                .map(|&w| (rng.range(0, 12), w))
+                .collect();
+            let limits: Vec<Limit> = pairs.iter().map(|&(l, w)| lim(l, w)).collect();
+            let cost = rng.range(1, 3);
+            let d = check(&mut state, &multi(&limits, unit, now, cost));
+            let want = reference.call(&pairs, unit == Unit::Millis, now, cost);
+            let ctx = format!("seq {seq} step {step}: {pairs:?} {unit:?} now={now} cost={cost}");
+            assert_eq!(d.allowed, want.allowed, "{ctx}");
+            for (i, o) in want.outcomes.iter().enumerate() {
+                assert_eq!(outcome_array(&d, i), *o, "limit {i}, {ctx}");
+            }
+            assert_eq!(d.retry_after(), want.retry_after, "{ctx}");
+            assert_eq!(d.reset_after() as i64, want.reset_after, "{ctx}");
+            assert_eq!(d.governing(), want.governing, "{ctx}");
+            let held = state.map_or(0, |s| s.counters().len());
+            assert_eq!(held, reference.held(), "windows held, {ctx}");
+            calls += 1;
+            denied += usize::from(!want.allowed);
+            let denying = want
+                .outcomes
+                .iter()
+                .filter(|o| o[2] + cost as i64 > o[1])
+                .count();
+            several_denying += usize::from(!want.allowed && denying > 1);
+        }
+    }
+    // Both branches, and the several-denying governing rule, must have run.
+    assert!(denied > calls / 5, "denied {denied} of {calls}");
+    assert!(several_denying > 300, "several denying {several_denying}");
+}
+
+fn outcome_array(d: &Decision, i: usize) -> [i64; 6] {
+    let o = d.outcome(i);
+    [
+        o.window as i64,
+        o.limit as i64,
+        o.count as i64,
+        o.remaining as i64,
+        o.retry_after,
+        o.reset_after as i64,
+    ]
+}
+
+#[test]
+fn the_governing_limit_is_chosen_as_documented() {
+    // 10/s and 1000/h: allowed, the 1 s window has the least remaining.
+    let limits = [lim(1000, 3600), lim(10, 1)];
+    let mut s = None;
+    let d = check(&mut s, &multi(&limits, Unit::Seconds, 7200, 1));
+    assert_eq!(d.governing(), 1);
+    assert_eq!((d.count(), d.remaining()), (1, 9));
+    // Ties go to the first: 5/60 and 5/10 both have 4 left.
+    let d = decide(None, &multi(&[lim(5, 60), lim(5, 10)], Unit::Seconds, 0, 1));
+    assert_eq!(d.governing(), 0);
+    // Denied by two: the longer wait governs; "never" (cost > limit) beats any wait.
+    let mut s = None;
+    let two = [lim(2, 10), lim(2, 100)];
+    for _ in 0..2 {
+        assert!(check(&mut s, &multi(&two, Unit::Seconds, 1000, 1)).allowed);
+    }
+    let d = check(&mut s, &multi(&two, Unit::Seconds, 1000, 1));
+    assert!(!d.allowed);
+    assert_eq!(d.governing(), 1);
+    assert_eq!(d.retry_after(), d.outcome(1).retry_after);
+    assert!(d.outcome(1).retry_after > d.outcome(0).retry_after);
+    let never = [lim(2, 10), lim(1, 100)];
+    let d = decide(s.as_ref(), &multi(&never, Unit::Seconds, 1000, 2));
+    assert!(!d.allowed);
+    assert_eq!(d.governing(), 1);
+    assert_eq!(d.retry_after(), -1);
+}
+
+#[test]
+fn a_denied_request_counts_nowhere() {
+    let limits = [lim(10, 1), lim(1, 3600)];
+    let mut s = None;
+    assert!(check(&mut s, &multi(&limits, Unit::Seconds, 50, 1)).allowed);
+    let before = s;
+    let d = check(&mut s, &multi(&limits, Unit::Seconds, 51, 1));
+    assert!(!d.allowed);
+    assert_eq!(s, before, "nothing written");
+    // The 1 s limit alone would allow it (the one request of second 50 weighs 1 at
+    // 51): its retry is -1 and its count is the estimate, without this request.
+    let o = d.outcome(0);
+    assert_eq!((o.count, o.retry_after), (1, -1));
+}
+
+#[test]
+fn aged_out_windows_are_dropped_and_at_most_eight_are_kept() {
+    let mut s = None;
+    // Eight windows, each named once at t = 1000.
+    for w in 1..=8 {
+        assert!(check(&mut s, &req(100, w, 1000)).allowed);
+    }
+    assert_eq!(s.unwrap().counters().len(), 8);
+    // A ninth window at t = 1005: windows 1, 2 and 3 (two windows old) are dropped.
+    assert!(check(&mut s, &req(100, 9, 1005)).allowed);
+    let windows: Vec<u64> = s.unwrap().counters().iter().map(|c| c.window).collect();
+    assert_eq!(windows, [4, 5, 6, 7, 8, 9]);
+    assert!(check(&mut s, &req(100, 10, 1005)).allowed);
+    assert!(check(&mut s, &req(100, 11, 1005)).allowed);
+    assert_eq!(s.unwrap().counters().len(), 8);
+    // A ninth again (none aged out): the one whose newest counts are oldest goes,
+    // window 7 (its newest window, 994..1001, ended first; window 6's at 1002).
+    assert!(check(&mut s, &req(100, 12, 1005)).allowed);
+    let st = s.unwrap();
+    let windows: Vec<u64> = st.counters().iter().map(|c| c.window).collect();
+    assert_eq!(windows, [4, 5, 6, 8, 9, 10, 11, 12]);
+    // The named windows are never dropped, even when all eight are new.
+    let eight: Vec<Limit> = (20..28).map(|w| lim(100, w)).collect();
+    let d = decide(Some(&st), &multi(&eight, Unit::Seconds, 1005, 1));
+    let windows: Vec<u64> = d.state.counters().iter().map(|c| c.window).collect();
+    assert_eq!(windows, (20..28).collect::<Vec<_>>());
+    assert!(!d.keeps_other_windows());
+}
+
+#[test]
+fn keeps_other_windows_says_when_the_expiry_must_not_shrink() {
+    let mut s = None;
+    assert!(!check(&mut s, &req(5, 3600, 0)).keeps_other_windows());
+    assert!(check(&mut s, &req(5, 1, 0)).keeps_other_windows());
+    assert!(!check(
+        &mut s,
+        &multi(&[lim(5, 1), lim(5, 3600)], Unit::Seconds, 0, 1)
+    )
+    .keeps_other_windows());
+}
+
+#[test]
+fn counts_reports_what_is_in_force() {
+    let mut s = None;
+    for _ in 0..3 {
+        check(&mut s, &req(10, 60, 125)); // window 2 (120..180)
+    }
+    let st = s.as_ref();
+    let at = |now| {
+        let (c, e) = counts(st, Unit::Seconds, 60, now);
+        (c.previous, c.current, e)
+    };
+    assert_eq!(at(125), (0, 3, 5));
+    assert_eq!(at(190), (3, 0, 10)); // one window on: current became previous
+    assert_eq!(at(245), (0, 0, 5)); // two windows on: aged out
+    assert_eq!(at(30), (0, 3, 0)); // a clock behind: the start of the key's window
+    let (c, e) = counts(st, Unit::Millis, 60, 125);
+    assert_eq!((c.previous, c.current, e), (0, 0, 5)); // another unit: nothing held
+    let (c, e) = counts(None, Unit::Seconds, 7, 100);
+    assert_eq!((c.previous, c.current, e), (0, 0, 2));
 }

@@ -141,6 +141,7 @@ def trailing_counts(t: np.ndarray, allowed: np.ndarray, window: int,
     """For one identity: the allowed requests in (x - window, x] at `points` times x
     evenly spread over the stream (the series the chart plots)."""
     at = np.sort(t[allowed])
-    x = np.unique(np.linspace(t.min(initial=0), t.max(initial=0), points).astype(np.int64))
+    lo, hi = (int(t.min()), int(t.max())) if len(t) else (0, 0)
+    x = np.unique(np.linspace(lo, hi, points).astype(np.int64))
     inside = np.searchsorted(at, x, side="right") - np.searchsorted(at, x - window, side="right")
     return x, inside

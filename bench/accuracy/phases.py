@@ -37,20 +37,19 @@ def log(msg: str) -> None:
     print(msg, flush=True)
 
 
-def short_limit(limit: int, window: int) -> tuple[int, int]:
-    """The short limit next to the long one: the same average rate over a tenth of the
-    window (L/10 per W/10)."""
-    return max(limit // 10, 1), window // 10
+# A short limit next to the long one, over a tenth of the window: at the same average
+# rate (L/10 per W/10: no previous window can be bunched at its end, the counter's
+# assumption holds), and at twice that rate (L/5 per W/10: bursts of up to L/5 pass).
+SHORT_LIMITS = {"module_limit": 10, "module_limit_burst": 5}  # key: L / this per W / 10
 
 
 def limiters_for(limit: int, window: int, with_limit: bool, details: bool = False
                  ) -> list[Limiter]:
     out: list[Limiter] = [ModuleCounter(limit, window, details=details)]
-    if with_limit:
-        short = short_limit(limit, window)
-        out.append(ModuleCounter(limit, window, extra=[short], details=details, prefix="swl",
-                                 key="module_limit",
-                                 label=f"module + LIMIT {short[0]} per {short[1]} ms"))
+    for key, div in SHORT_LIMITS.items() if with_limit else ():
+        short = (max(limit // div, 1), window // 10)
+        out.append(ModuleCounter(limit, window, extra=[short], details=details, prefix=key,
+                                 key=key, label=f"module + LIMIT {short[0]} {short[1]}"))
     out += [FixedWindow(limit, window), SlidingLog(limit, window, retry=details)]
     return out
 

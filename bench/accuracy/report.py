@@ -5,11 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-ORDER = ("module", "module_limit", "fixed", "log")
-SHORT = {"module": "sliding window counter (module)", "module_limit": "module + short LIMIT",
+ORDER = ("module", "module_limit", "module_limit_burst", "fixed", "log")
+SHORT = {"module": "sliding window counter (module)",
+         "module_limit": "module + LIMIT L/10 per W/10",
+         "module_limit_burst": "module + LIMIT L/5 per W/10",
          "fixed": "fixed window", "log": "sliding log (exact)"}
-COLOURS = {"module": "tab:blue", "module_limit": "tab:cyan", "fixed": "tab:red",
-           "log": "tab:green"}
+COLOURS = {"module": "tab:blue", "module_limit": "tab:cyan", "module_limit_burst": "tab:purple",
+           "fixed": "tab:red", "log": "tab:green"}
 
 
 def pct(x: float) -> str:

@@ -180,7 +180,9 @@ def render_markdown(report: dict[str, Any]) -> str:
         "`limit` of the requests it allowed lie in (t - W, t]. (b) counts every request, "
         "allowed or not, as Cloudflare did: a request is wrongly allowed when more than "
         "`limit` requests were sent in its true window, wrongly limited when not. "
-        "x limit figures: over the identities that sent more than the limit.",
+        "x limit figures: over the identities that sent more than the limit. The LIMIT "
+        "columns are judged against the long limit alone: what the short limit refuses "
+        "counts as a mistake there.",
         "",
         "## Adversarial patterns",
         "",

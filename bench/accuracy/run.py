@@ -69,7 +69,16 @@ def main() -> None:
     ap.add_argument("--module", default=str(MODULE))
     ap.add_argument("--out", help="directory for the results (default bench/results, "
                                   "bench/results/quick with --quick)")
+    ap.add_argument("--render", metavar="JSON",
+                    help="only rewrite the Markdown and the chart beside an accuracy.json")
     args = ap.parse_args()
+    if args.render:
+        path = Path(args.render)
+        saved = json.loads(path.read_text())
+        (path.parent / "accuracy.md").write_text(render_markdown(saved))
+        draw_chart(saved, path.parent / "accuracy.png")
+        log(f"written: {path.parent / 'accuracy.md'}, {path.parent / 'accuracy.png'}")
+        return
     cfg = QUICK if args.quick else FULL
     out = Path(args.out) if args.out else ROOT / "bench" / "results" / (
         "quick" if args.quick else "")

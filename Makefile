@@ -5,6 +5,7 @@ PYTHON  ?= python3
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: build run stop test test-limits lint deps deps-system deps-python bench-deps bench bench-quick clean
+.PHONY: accuracy accuracy-quick
 
 build: ## Build the module: target/release/libredis_slidingwindow.so
 	@command -v cargo >/dev/null || { echo "cargo is missing: install Rust from https://rustup.rs"; exit 1; }
@@ -38,7 +39,7 @@ stop: ## Stop the server `make run` started
 
 test: deps-system build deps-python ## Every test: unit, integration (Redis 7.0 and Valkey 8.1), Python client
 	cargo test --release -- --test-threads=2
-	$(PYTHON) -m pytest -q clients/python/tests examples/gateway
+	$(PYTHON) -m pytest -q clients/python/tests examples/gateway bench/accuracy
 	$(MAKE) test-limits
 
 test-limits: ## The limits storage: flask-limiter/slowapi examples, limits' own tests (sdist) on every server
@@ -57,6 +58,12 @@ bench: build bench-deps ## Server time, throughput, latency and memory against I
 
 bench-quick: build bench-deps ## The same benchmark, small: runs in CI so it cannot rot
 	$(PYTHON) bench/bench.py --quick $(BENCH_ARGS)
+
+accuracy: deps-system build bench-deps ## Sliding window counter vs fixed window vs sliding log, judged exactly -> bench/results/accuracy.*
+	$(PYTHON) -m bench.accuracy $(ARGS)
+
+accuracy-quick: deps-system build bench-deps ## The same accuracy run, small (seconds): runs in CI so it cannot rot
+	$(PYTHON) -m bench.accuracy --quick $(ARGS)
 
 clean:
 	cargo clean

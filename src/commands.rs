@@ -6,7 +6,7 @@
 //! ERR reply instead of aborting the server.
 
 use crate::args::{self, ArgError};
-use crate::encoding::{self, MAX_LEN, MIN_LEN};
+use crate::encoding::{self, Encoded, MAX_LEN, MIN_LEN};
 use crate::stats;
 use crate::window::{self, Decision, State};
 use libc::{c_char, c_int, c_longlong};
@@ -164,21 +164,24 @@ fn run(ctx: Ctx, argv: Argv, argc: c_int, mode: Mode) -> c_int {
         Mode::Peek => raw::REDISMODULE_READ,
     };
     let key = Key::open(ctx, unsafe { *argv.add(1) }, open_mode as c_int);
-    let stored = match key.read() {
-        Ok(s) => s,
+    let mut held = State::default();
+    let stored = match key.read(&mut held) {
+        Ok(present) => present.then_some(&held),
         Err(()) => {
             stats::error();
             return reply_error(ctx, WRONGTYPE);
         }
     };
-    let decision = window::decide(stored.as_ref(), &request);
+    let decision = window::decide(stored, &request);
     if mode == Mode::Check && decision.allowed {
         let mut expire_at = clock.ms() + 2 * request.longest_window_ms();
-        if decision.keeps_other_windows() {
+        let mut state = State::default();
+        decision.next_state_into(&mut state);
+        if state.counters().len() > decision.limit_count() {
             // Longer windows the call did not name keep their later expiry.
             expire_at = expire_at.max(key.expire_at(clock.ms()).unwrap_or(0));
         }
-        key.write(&decision.state, expire_at);
+        key.write(&state, expire_at);
     }
     drop(key);
     stats::record(mode == Mode::Peek, decision.allowed);
@@ -197,15 +200,16 @@ fn run_counts(ctx: Ctx, argv: Argv, argc: c_int) -> c_int {
         .now
         .unwrap_or_else(|| Clock::default().ms() / query.unit.millis());
     let key = Key::open(ctx, unsafe { *argv.add(1) }, raw::REDISMODULE_READ as c_int);
-    let stored = match key.read() {
-        Ok(s) => s,
+    let mut held = State::default();
+    let stored = match key.read(&mut held) {
+        Ok(present) => present.then_some(&held),
         Err(()) => {
             stats::error();
             return reply_error(ctx, WRONGTYPE);
         }
     };
     drop(key);
-    let (counts, elapsed) = window::counts(stored.as_ref(), query.unit, query.window, now);
+    let (counts, elapsed) = window::counts(stored, query.unit, query.window, now);
     stats::record_counts();
     let int = |v: u64| unsafe { api!(RedisModule_ReplyWithLongLong)(ctx, v as c_longlong) };
     unsafe { api!(RedisModule_ReplyWithArray)(ctx, 3) };
@@ -244,17 +248,33 @@ pub fn init_strings() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `v` in decimal, in a stack buffer: no allocation.
+/// "00" to "99": two digits per division when formatting.
+const PAIRS: &[u8; 200] = b"\
+0001020304050607080910111213141516171819\
+2021222324252627282930313233343536373839\
+4041424344454647484950515253545556575859\
+6061626364656667686970717273747576777879\
+8081828384858687888990919293949596979899";
+
+/// `v` in decimal, in a stack buffer: no allocation, two digits at a time (this runs
+/// on every allowed CHECK, for the replicated expiry).
 fn decimal(mut v: u64, buf: &mut [u8; 20]) -> &[u8] {
     let mut i = buf.len();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            return &buf[i..];
-        }
+    while v >= 100 {
+        let pair = (v % 100) as usize * 2;
+        v /= 100;
+        i -= 2;
+        buf[i..i + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
     }
+    if v >= 10 {
+        let pair = v as usize * 2;
+        i -= 2;
+        buf[i..i + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
+    } else {
+        i -= 1;
+        buf[i] = b'0' + v as u8;
+    }
+    &buf[i..]
 }
 
 /// An open key, closed on drop.
@@ -270,12 +290,13 @@ impl Key {
         Key { ctx, name, ptr }
     }
 
-    /// The state the key holds: `Ok(None)` when missing, `Err` when it holds anything
-    /// that is not a state (another type, or a string we did not write).
-    fn read(&self) -> Result<Option<State>, ()> {
+    /// Decodes the state the key holds into `into`: `Ok(false)` when the key is
+    /// missing, `Err` when it holds anything that is not a state (another type, or a
+    /// string we did not write).
+    fn read(&self, into: &mut State) -> Result<bool, ()> {
         let kind = unsafe { api!(RedisModule_KeyType)(self.ptr) } as isize;
         if kind == raw::REDISMODULE_KEYTYPE_EMPTY {
-            return Ok(None);
+            return Ok(false);
         }
         if kind != raw::REDISMODULE_KEYTYPE_STRING {
             return Err(());
@@ -288,7 +309,9 @@ impl Key {
         }
         let (ptr, len) = self.dma(raw::REDISMODULE_READ).ok_or(())?;
         let bytes = unsafe { std::slice::from_raw_parts(ptr, len) };
-        encoding::decode(bytes).map(Some).map_err(|_| ())
+        encoding::decode_into(bytes, into)
+            .map(|()| true)
+            .map_err(|_| ())
     }
 
     /// When the key expires, in server milliseconds (`None` without an expiry).
@@ -317,19 +340,18 @@ impl Key {
     /// Stores `state`, expiring at `expire_at_ms`, and tells replicas, the AOF, WATCH and
     /// keyspace subscribers, as `SET key state PXAT expire_at_ms` would.
     fn write(&self, state: &State, expire_at_ms: u64) {
-        let enc = encoding::encode(state);
+        let mut enc = Encoded::default();
+        encoding::encode_into(state, &mut enc);
         let bytes = enc.as_bytes();
         let current_len = unsafe { api!(RedisModule_ValueLength)(self.ptr) };
         unsafe {
             if current_len == bytes.len() {
                 // Same length (the common case): overwrite in place, no allocation.
                 self.overwrite(bytes);
-            } else if current_len == 0 {
-                api!(RedisModule_StringTruncate)(self.ptr, bytes.len());
-                self.overwrite(bytes);
             } else {
-                // A count crossed a varint boundary: a fresh, exactly sized string
-                // (growing in place would over-allocate).
+                // A new key, or a count crossed a varint boundary: a fresh, exactly
+                // sized string (growing in place would over-allocate). For a new key
+                // this is one compact allocation, as SET makes.
                 let s = api!(RedisModule_CreateString)(
                     self.ctx,
                     bytes.as_ptr().cast::<c_char>(),
@@ -383,13 +405,13 @@ impl Drop for Key {
 fn reply(ctx: Ctx, d: &Decision, details: bool) -> c_int {
     let int = |v: i64| unsafe { api!(RedisModule_ReplyWithLongLong)(ctx, v) };
     let array = |n: usize| unsafe { api!(RedisModule_ReplyWithArray)(ctx, n as _) };
-    let g = d.outcome(d.governing());
     if !details {
         array(2);
         int(i64::from(d.allowed));
-        int(g.count as i64);
+        int(d.count() as i64);
         return OK;
     }
+    let g = d.outcome(d.governing());
     let several = d.limit_count() > 1;
     array(if several { 7 } else { 6 });
     int(i64::from(d.allowed));
@@ -430,7 +452,17 @@ mod tests {
     #[test]
     fn decimal_formats_every_magnitude() {
         let mut buf = [0u8; 20];
-        for v in [0, 7, 10, 1_796_015_107_000, u64::MAX] {
+        for v in [
+            0,
+            7,
+            10,
+            99,
+            100,
+            101,
+            1_796_015_107_000,
+            u64::MAX,
+            u64::MAX / 10,
+        ] {
             assert_eq!(super::decimal(v, &mut buf), v.to_string().as_bytes());
         }
     }

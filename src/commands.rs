@@ -10,7 +10,7 @@ use crate::encoding::{self, Encoded, MAX_LEN, MIN_LEN};
 use crate::stats;
 use crate::window::{self, Decision, State};
 use libc::{c_char, c_int, c_longlong};
-use redis_module::raw;
+use redis_module::raw::{self, KeyMode};
 use std::ffi::CString;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicPtr, Ordering::Relaxed};
@@ -31,58 +31,40 @@ enum Mode {
 }
 
 /// The first API function the handlers call that this server does not export, if any.
-/// Checked once at load, so `api!` on these pointers cannot fail.
+/// Checked once at load (the module refuses to load otherwise), so `api!` and the
+/// crate's `raw::` wrappers, which unwrap these pointers, cannot fail afterwards. Every
+/// function this file calls is in the list.
 pub fn missing_api() -> Option<&'static str> {
-    unsafe {
-        let present = [
-            ("StringPtrLen", { raw::RedisModule_StringPtrLen }.is_some()),
-            ("Milliseconds", { raw::RedisModule_Milliseconds }.is_some()),
-            ("OpenKey", { raw::RedisModule_OpenKey }.is_some()),
-            ("CloseKey", { raw::RedisModule_CloseKey }.is_some()),
-            ("KeyType", { raw::RedisModule_KeyType }.is_some()),
-            ("ValueLength", { raw::RedisModule_ValueLength }.is_some()),
-            ("StringDMA", { raw::RedisModule_StringDMA }.is_some()),
-            (
-                "StringTruncate",
-                { raw::RedisModule_StringTruncate }.is_some(),
-            ),
-            ("CreateString", { raw::RedisModule_CreateString }.is_some()),
-            ("StringSet", { raw::RedisModule_StringSet }.is_some()),
-            ("FreeString", { raw::RedisModule_FreeString }.is_some()),
-            ("SetAbsExpire", { raw::RedisModule_SetAbsExpire }.is_some()),
-            ("GetExpire", { raw::RedisModule_GetExpire }.is_some()),
-            (
-                "SignalModifiedKey",
-                { raw::RedisModule_SignalModifiedKey }.is_some(),
-            ),
-            (
-                "NotifyKeyspaceEvent",
-                { raw::RedisModule_NotifyKeyspaceEvent }.is_some(),
-            ),
-            ("Replicate", { raw::RedisModule_Replicate }.is_some()),
-            (
-                "ReplyWithArray",
-                { raw::RedisModule_ReplyWithArray }.is_some(),
-            ),
-            (
-                "ReplyWithLongLong",
-                { raw::RedisModule_ReplyWithLongLong }.is_some(),
-            ),
-            (
-                "ReplyWithError",
-                { raw::RedisModule_ReplyWithError }.is_some(),
-            ),
-            (
-                "InfoAddSection",
-                { raw::RedisModule_InfoAddSection }.is_some(),
-            ),
-            (
-                "InfoAddFieldULongLong",
-                { raw::RedisModule_InfoAddFieldULongLong }.is_some(),
-            ),
-        ];
-        present.iter().find(|(_, ok)| !ok).map(|(name, _)| *name)
+    macro_rules! first_missing {
+        ($($name:ident),* $(,)?) => {
+            $(
+                if unsafe { raw::$name }.is_none() {
+                    return Some(stringify!($name));
+                }
+            )*
+        };
     }
+    first_missing!(
+        RedisModule_StringPtrLen,
+        RedisModule_Milliseconds,
+        RedisModule_OpenKey,
+        RedisModule_CloseKey,
+        RedisModule_KeyType,
+        RedisModule_ValueLength,
+        RedisModule_StringDMA,
+        RedisModule_CreateString,
+        RedisModule_StringSet,
+        RedisModule_FreeString,
+        RedisModule_SetAbsExpire,
+        RedisModule_GetExpire,
+        RedisModule_SignalModifiedKey,
+        RedisModule_NotifyKeyspaceEvent,
+        RedisModule_Replicate,
+        RedisModule_ReplyWithArray,
+        RedisModule_ReplyWithLongLong,
+        RedisModule_ReplyWithError,
+    );
+    None
 }
 
 pub extern "C" fn check(ctx: Ctx, argv: Argv, argc: c_int) -> c_int {
@@ -113,7 +95,7 @@ fn guarded(ctx: Ctx, f: impl FnOnce() -> c_int) -> c_int {
 /// The bytes of one argument, borrowed from Redis for the length of the call.
 unsafe fn arg<'a>(argv: Argv, i: usize) -> &'a [u8] {
     let mut len = 0;
-    let ptr = api!(RedisModule_StringPtrLen)(*argv.add(i), &mut len);
+    let ptr = raw::string_ptr_len(*argv.add(i), &mut len);
     std::slice::from_raw_parts(ptr.cast::<u8>(), len)
 }
 
@@ -160,10 +142,10 @@ fn run(ctx: Ctx, argv: Argv, argc: c_int, mode: Mode) -> c_int {
     let now_ms = if parsed.now.is_none() { clock.ms() } else { 0 };
     let request = parsed.request(now_ms);
     let open_mode = match mode {
-        Mode::Check => raw::REDISMODULE_READ | raw::REDISMODULE_WRITE,
-        Mode::Peek => raw::REDISMODULE_READ,
+        Mode::Check => KeyMode::READ | KeyMode::WRITE,
+        Mode::Peek => KeyMode::READ,
     };
-    let key = Key::open(ctx, unsafe { *argv.add(1) }, open_mode as c_int);
+    let key = Key::open(ctx, unsafe { *argv.add(1) }, open_mode);
     let mut held = State::default();
     let stored = match key.read(&mut held) {
         Ok(present) => present.then_some(&held),
@@ -199,7 +181,7 @@ fn run_counts(ctx: Ctx, argv: Argv, argc: c_int) -> c_int {
     let now = query
         .now
         .unwrap_or_else(|| Clock::default().ms() / query.unit.millis());
-    let key = Key::open(ctx, unsafe { *argv.add(1) }, raw::REDISMODULE_READ as c_int);
+    let key = Key::open(ctx, unsafe { *argv.add(1) }, KeyMode::READ);
     let mut held = State::default();
     let stored = match key.read(&mut held) {
         Ok(present) => present.then_some(&held),
@@ -211,8 +193,8 @@ fn run_counts(ctx: Ctx, argv: Argv, argc: c_int) -> c_int {
     drop(key);
     let (counts, elapsed) = window::counts(stored, query.unit, query.window, now);
     stats::record_counts();
-    let int = |v: u64| unsafe { api!(RedisModule_ReplyWithLongLong)(ctx, v as c_longlong) };
-    unsafe { api!(RedisModule_ReplyWithArray)(ctx, 3) };
+    let int = |v: u64| raw::reply_with_long_long(ctx, v as c_longlong);
+    raw::reply_with_array(ctx, 3);
     int(counts.previous);
     int(counts.current);
     int(elapsed);
@@ -285,8 +267,8 @@ struct Key {
 }
 
 impl Key {
-    fn open(ctx: Ctx, name: *mut raw::RedisModuleString, mode: c_int) -> Key {
-        let ptr = unsafe { api!(RedisModule_OpenKey)(ctx, name, mode) }.cast();
+    fn open(ctx: Ctx, name: *mut raw::RedisModuleString, mode: KeyMode) -> Key {
+        let ptr = raw::open_key(ctx, name, mode);
         Key { ctx, name, ptr }
     }
 
@@ -307,7 +289,7 @@ impl Key {
         if !(MIN_LEN..=MAX_LEN).contains(&len) {
             return Err(());
         }
-        let (ptr, len) = self.dma(raw::REDISMODULE_READ).ok_or(())?;
+        let (ptr, len) = self.dma(KeyMode::READ).ok_or(())?;
         let bytes = unsafe { std::slice::from_raw_parts(ptr, len) };
         encoding::decode_into(bytes, into)
             .map(|()| true)
@@ -322,15 +304,15 @@ impl Key {
 
     /// The value's bytes in place (StringDMA): read mode for `read`, write mode to
     /// overwrite a value of the same length.
-    fn dma(&self, mode: u32) -> Option<(*mut u8, usize)> {
+    fn dma(&self, mode: KeyMode) -> Option<(*mut u8, usize)> {
         let mut len = 0;
-        let p = unsafe { api!(RedisModule_StringDMA)(self.ptr, &mut len, mode as c_int) };
+        let p = raw::string_dma(self.ptr, &mut len, mode);
         (!p.is_null()).then_some((p.cast::<u8>(), len))
     }
 
     /// Overwrites the whole value with `bytes`, which must have the value's length.
     fn overwrite(&self, bytes: &[u8]) {
-        if let Some((dst, len)) = self.dma(raw::REDISMODULE_WRITE) {
+        if let Some((dst, len)) = self.dma(KeyMode::WRITE) {
             if len == bytes.len() {
                 unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), dst, len) };
             }
@@ -357,7 +339,7 @@ impl Key {
                     bytes.as_ptr().cast::<c_char>(),
                     bytes.len(),
                 );
-                api!(RedisModule_StringSet)(self.ptr, s);
+                raw::string_set(self.ptr, s);
                 api!(RedisModule_FreeString)(self.ctx, s);
             }
             api!(RedisModule_SetAbsExpire)(self.ptr, expire_at_ms as c_longlong);
@@ -395,7 +377,7 @@ impl Key {
 
 impl Drop for Key {
     fn drop(&mut self) {
-        unsafe { api!(RedisModule_CloseKey)(self.ptr) };
+        raw::close_key(self.ptr);
     }
 }
 
@@ -403,8 +385,8 @@ impl Drop for Key {
 /// reset_after]`, the governing limit's figures, and with two or more limits a 7th
 /// element: each limit's `[window, limit, count, remaining, retry_after, reset_after]`.
 fn reply(ctx: Ctx, d: &Decision, details: bool) -> c_int {
-    let int = |v: i64| unsafe { api!(RedisModule_ReplyWithLongLong)(ctx, v) };
-    let array = |n: usize| unsafe { api!(RedisModule_ReplyWithArray)(ctx, n as _) };
+    let int = |v: i64| raw::reply_with_long_long(ctx, v);
+    let array = |n: usize| raw::reply_with_array(ctx, n as _);
     if !details {
         array(2);
         int(i64::from(d.allowed));
@@ -443,7 +425,7 @@ fn reply(ctx: Ctx, d: &Decision, details: bool) -> c_int {
 /// `text` must end with a NUL byte and start with an error code ("ERR ", "WRONGTYPE ").
 fn reply_error(ctx: Ctx, text: &[u8]) -> c_int {
     debug_assert_eq!(text.last(), Some(&0));
-    unsafe { api!(RedisModule_ReplyWithError)(ctx, text.as_ptr().cast()) };
+    raw::reply_with_error(ctx, text.as_ptr().cast());
     OK
 }
 

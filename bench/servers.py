@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from redis_memory import settled_used_memory, wait_lazyfree
 from resp import Conn, resp
 
 
@@ -125,12 +126,7 @@ class Server:
             return {}  # an extra module's server without ours: no counters to compare
 
     def wait_lazyfree(self) -> None:
-        # Valkey frees a flushed database in the background even with SYNC.
-        deadline = time.time() + 120
-        while int(self.r.info("memory").get("lazyfree_pending_objects", 0)) != 0:
-            if time.time() > deadline:
-                raise RuntimeError("lazyfree_pending_objects did not reach 0")
-            time.sleep(0.05)
+        wait_lazyfree(self.r)
 
     def flush(self, db: int | None = None) -> None:
         """FLUSHALL SYNC, or FLUSHDB SYNC of one database; returns once freed."""
@@ -146,15 +142,7 @@ class Server:
         return int(b"".join(sink).strip()[1:])
 
     def used_memory_settled(self) -> int:
-        """used_memory once two reads 200 ms apart agree within 0.05% (rehash done)."""
-        prev = int(self.r.info("memory")["used_memory"])
-        for _ in range(25):
-            time.sleep(0.2)
-            cur = int(self.r.info("memory")["used_memory"])
-            if abs(cur - prev) <= prev * 0.0005:
-                return cur
-            prev = cur
-        return prev
+        return settled_used_memory(self.r)
 
     def describe(self) -> dict[str, Any]:
         return dict(short=self.short, server=self.name, version=self.version,

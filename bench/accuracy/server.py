@@ -21,6 +21,8 @@ from typing import Any
 import numpy as np
 import redis
 
+from bench.redis_memory import settled_used_memory, wait_lazyfree
+
 ROOT = Path(__file__).resolve().parents[2]
 MODULE = ROOT / "target" / "release" / "libredis_slidingwindow.so"
 
@@ -88,22 +90,10 @@ class Server:
 
     def flush(self) -> None:
         self.r.execute_command("FLUSHALL", "SYNC")  # type: ignore[no-untyped-call]
-        deadline = time.time() + 120
-        while int(self.r.info("memory").get("lazyfree_pending_objects", 0)):
-            if time.time() > deadline:
-                raise RuntimeError("lazyfree_pending_objects did not reach 0")
-            time.sleep(0.05)
+        wait_lazyfree(self.r)
 
     def used_memory(self) -> int:
-        """used_memory once two reads 200 ms apart agree within 0.05% (rehash done)."""
-        prev = int(self.r.info("memory")["used_memory"])
-        for _ in range(25):
-            time.sleep(0.2)
-            cur = int(self.r.info("memory")["used_memory"])
-            if abs(cur - prev) <= prev * 0.0005:
-                return cur
-            prev = cur
-        return prev
+        return settled_used_memory(self.r)
 
 
 class Pipe:

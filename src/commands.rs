@@ -145,7 +145,7 @@ fn run(ctx: Ctx, argv: Argv, argc: c_int, mode: Mode) -> c_int {
         Mode::Check => KeyMode::READ | KeyMode::WRITE,
         Mode::Peek => KeyMode::READ,
     };
-    let key = Key::open(ctx, unsafe { *argv.add(1) }, open_mode);
+    let mut key = Key::open(ctx, unsafe { *argv.add(1) }, open_mode);
     let mut held = State::default();
     let stored = match key.read(&mut held) {
         Ok(present) => present.then_some(&held),
@@ -181,7 +181,7 @@ fn run_counts(ctx: Ctx, argv: Argv, argc: c_int) -> c_int {
     let now = query
         .now
         .unwrap_or_else(|| Clock::default().ms() / query.unit.millis());
-    let key = Key::open(ctx, unsafe { *argv.add(1) }, KeyMode::READ);
+    let mut key = Key::open(ctx, unsafe { *argv.add(1) }, KeyMode::READ);
     let mut held = State::default();
     let stored = match key.read(&mut held) {
         Ok(present) => present.then_some(&held),
@@ -264,18 +264,26 @@ struct Key {
     ctx: Ctx,
     name: *mut raw::RedisModuleString,
     ptr: *mut raw::RedisModuleKey,
+    /// The value's length as `read` found it (0 for a missing key), so `write` need
+    /// not ask again.
+    len: usize,
 }
 
 impl Key {
     fn open(ctx: Ctx, name: *mut raw::RedisModuleString, mode: KeyMode) -> Key {
         let ptr = raw::open_key(ctx, name, mode);
-        Key { ctx, name, ptr }
+        Key {
+            ctx,
+            name,
+            ptr,
+            len: 0,
+        }
     }
 
     /// Decodes the state the key holds into `into`: `Ok(false)` when the key is
     /// missing, `Err` when it holds anything that is not a state (another type, or a
     /// string we did not write).
-    fn read(&self, into: &mut State) -> Result<bool, ()> {
+    fn read(&mut self, into: &mut State) -> Result<bool, ()> {
         let kind = unsafe { api!(RedisModule_KeyType)(self.ptr) } as isize;
         if kind == raw::REDISMODULE_KEYTYPE_EMPTY {
             return Ok(false);
@@ -290,6 +298,7 @@ impl Key {
             return Err(());
         }
         let (ptr, len) = self.dma(KeyMode::READ).ok_or(())?;
+        self.len = len;
         let bytes = unsafe { std::slice::from_raw_parts(ptr, len) };
         encoding::decode_into(bytes, into)
             .map(|()| true)
@@ -325,9 +334,8 @@ impl Key {
         let mut enc = Encoded::default();
         encoding::encode_into(state, &mut enc);
         let bytes = enc.as_bytes();
-        let current_len = unsafe { api!(RedisModule_ValueLength)(self.ptr) };
         unsafe {
-            if current_len == bytes.len() {
+            if self.len == bytes.len() {
                 // Same length (the common case): overwrite in place, no allocation.
                 self.overwrite(bytes);
             } else {

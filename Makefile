@@ -4,7 +4,8 @@ PORT    ?= 6379
 PYTHON  ?= python3
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: build run stop test lint deps deps-system deps-python bench-deps bench bench-quick clean
+.PHONY: build run stop test test-limits lint deps deps-system deps-python bench-deps bench bench-quick clean
+.PHONY: accuracy accuracy-quick
 
 build: ## Build the module: target/release/libredis_slidingwindow.so
 	@command -v cargo >/dev/null || { echo "cargo is missing: install Rust from https://rustup.rs"; exit 1; }
@@ -38,7 +39,12 @@ stop: ## Stop the server `make run` started
 
 test: deps-system build deps-python ## Every test: unit, integration (Redis 7.0 and Valkey 8.1), Python client
 	cargo test --release -- --test-threads=2
-	$(PYTHON) -m pytest -q clients/python/tests examples/gateway
+	$(PYTHON) -m pytest -q clients/python/tests examples/gateway bench/accuracy
+	$(MAKE) test-limits
+
+test-limits: ## The limits storage: flask-limiter/slowapi examples, limits' own tests (sdist) on every server
+	$(PYTHON) -m pytest -q examples/limits
+	$(PYTHON) clients/python/limits_suite/run.py -q --sw-cluster $(LIMITS_ARGS)
 
 lint:
 	cargo fmt --all -- --check
@@ -53,6 +59,16 @@ bench: build bench-deps ## Server time, throughput, latency and memory against I
 
 bench-quick: build bench-deps ## The same benchmark, small: runs in CI so it cannot rot
 	$(PYTHON) bench/bench.py --quick $(BENCH_ARGS)
+
+.PHONY: bench-plain
+bench-plain: build bench-deps ## Only the plain redis-benchmark conditions (50 clients x pipeline 32)
+	$(PYTHON) bench/bench.py --plain $(BENCH_ARGS)
+
+accuracy: deps-system build bench-deps ## Sliding window counter vs fixed window vs sliding log, judged exactly -> bench/results/accuracy.*
+	$(PYTHON) -m bench.accuracy $(ARGS)
+
+accuracy-quick: deps-system build bench-deps ## The same accuracy run, small (seconds): runs in CI so it cannot rot
+	$(PYTHON) -m bench.accuracy --quick $(ARGS)
 
 clean:
 	cargo clean

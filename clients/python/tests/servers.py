@@ -129,12 +129,14 @@ class RedisServer:
     """One redis-server child process; `stop()` and `start()` again keep the port."""
 
     def __init__(self, port: Optional[int] = None, *, kind: Kind = DEFAULT_KIND,
-                 extra: tuple[str, ...] = (), module: bool = True) -> None:
+                 binary: Optional[str] = None, extra: tuple[str, ...] = (),
+                 module: bool = True) -> None:
+        """`binary`, when given, replaces the kind's (limits_suite passes its own)."""
         if not MODULE.exists():
             raise RuntimeError(f"{MODULE} is missing: run `cargo build --release` first")
         self.port = port or cluster_port()
         self.kind = kind
-        self.binary = kind.binary
+        self.binary = binary or kind.binary
         self.extra = extra
         self.module = module
         self.dir = Path(tempfile.mkdtemp(prefix=f"sw-redis-{self.port}-"))

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Generic, Optional, Sequence, TypeVar, Union
 
 from .failure import Circuit, ErrorHook, Gate
-from .limits import Rate, parse_limits
+from .rates import Rate, parse_limits
 from .result import MultiLimitResult, RateLimitResult
 
 CHECK = "SLIDINGWINDOW.CHECK"

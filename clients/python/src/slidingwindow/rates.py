@@ -1,4 +1,5 @@
-"""Rate strings as the `limits`, slowapi and flask-limiter users write them.
+"""Rate strings as the `limits`, slowapi and flask-limiter users write them (named `rates`
+so as not to be taken for the `limits` package that limits_storage builds on).
 
     parse_limits("10/second;1000/hour")   -> [Rate(10, 1), Rate(1000, 3600)]
     parse_limits("5 per minute")          -> [Rate(5, 60)]

@@ -41,7 +41,15 @@ CLUSTER = "cluster"  # a 3-master Redis 7 cluster, for the sliding window counte
 ID_PREFIX = "sw-"  # test ids: test_fixed_window[sw-redis7] (short, so `-k Sliding` is the class)
 
 # Tests kept out of the run, by node id (without the parameter): reason and assertion.
-DESELECTED: dict[str, str] = {}
+DESELECTED: dict[str, str] = {
+    # limits' own moving window (their Lua, not the module): a million-entry write must
+    # finish inside `window(2, 1)`, a 2-second wall-clock assertion that a loaded 2-core
+    # machine misses (seen on redis8 and valkey8 while other suites ran).
+    "tests/test_strategy.py::TestMovingWindow::test_moving_window_huge_cost": (
+        "wall-clock bound on limits' own moving-window Lua; not the module's code"),
+    "tests/aio/test_strategy.py::TestAsyncMovingWindow::test_moving_window_huge_cost": (
+        "wall-clock bound on limits' own moving-window Lua; not the module's code"),
+}
 
 
 def server_binary(name: str) -> Optional[str]:

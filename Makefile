@@ -4,7 +4,8 @@ PORT    ?= 6379
 PYTHON  ?= python3
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: build build-fault run stop test lint deps deps-system deps-valgrind deps-python bench-deps bench bench-quick clean
+.PHONY: build build-fault run stop test test-limits lint deps deps-system deps-valgrind deps-python bench-deps bench bench-quick clean
+.PHONY: accuracy accuracy-quick
 
 build: ## Build the module: target/release/libredis_slidingwindow.so
 	@command -v cargo >/dev/null || { echo "cargo is missing: install Rust from https://rustup.rs"; exit 1; }
@@ -60,11 +61,17 @@ stop: ## Stop the server `make run` started
 test: deps-system deps-valgrind build build-fault deps-python ## Every test: unit, integration (Redis 7.0 and 8.2, Valkey 8.1 and 9.1), Python client
 	cargo test --tests --target-dir $(TEST_TARGET) -- --test-threads=2
 	@if [ -n "$$SLIDINGWINDOW_SKIP_MEMCHECK" ]; then echo "NOTE: memcheck SKIPPED (SLIDINGWINDOW_SKIP_MEMCHECK=$$SLIDINGWINDOW_SKIP_MEMCHECK)"; fi
-	$(PYTHON) -m pytest -q clients/python/tests examples/gateway
+	$(PYTHON) -m pytest -q clients/python/tests examples/gateway bench/accuracy
+	$(MAKE) test-limits
+
+test-limits: ## The limits storage: flask-limiter/slowapi examples, limits' own tests (sdist) on every server
+	$(PYTHON) -m pytest -q examples/limits
+	$(PYTHON) clients/python/limits_suite/run.py -q --sw-cluster $(LIMITS_ARGS)
 
 lint:
 	cargo fmt --all -- --check
 	cargo clippy --release --all-targets -- -D warnings
+	$(PYTHON) -m mypy --strict clients/python/src/slidingwindow
 
 bench-deps:
 	$(PYTHON) -m pip install -q -r bench/requirements.txt
@@ -74,6 +81,16 @@ bench: build bench-deps ## Server time, throughput, latency and memory against I
 
 bench-quick: build bench-deps ## The same benchmark, small: runs in CI so it cannot rot
 	$(PYTHON) bench/bench.py --quick $(BENCH_ARGS)
+
+.PHONY: bench-plain
+bench-plain: build bench-deps ## Only the plain redis-benchmark conditions (50 clients x pipeline 32)
+	$(PYTHON) bench/bench.py --plain $(BENCH_ARGS)
+
+accuracy: deps-system build bench-deps ## Sliding window counter vs fixed window vs sliding log, judged exactly -> bench/results/accuracy.*
+	$(PYTHON) -m bench.accuracy $(ARGS)
+
+accuracy-quick: deps-system build bench-deps ## The same accuracy run, small (seconds): runs in CI so it cannot rot
+	$(PYTHON) -m bench.accuracy --quick $(ARGS)
 
 clean:
 	cargo clean

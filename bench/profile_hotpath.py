@@ -4,6 +4,11 @@
     python3 bench/profile_hotpath.py                 # callgrind + perf, all default cases
     python3 bench/profile_hotpath.py --no-perf       # callgrind only (instruction counts)
     python3 bench/profile_hotpath.py --cases check,setpxat --calls 20000
+    python3 bench/profile_hotpath.py --cases check_new,check_new_clock,setpxat_new,check_clock
+
+The cases are bench/workloads.py's (the benchmark's own commands): warm keys by default;
+the new-key cases (check_new, check_new_clock, setpxat_new) call each id once, on ids
+never written, over the same warm background keyspace.
 
 Two views, written to bench/profile/ (text; the big raw files stay in a temp dir unless
 --keep-raw is given):
@@ -29,7 +34,6 @@ import argparse
 import collections
 import json
 import os
-import random
 import re
 import shutil
 import signal
@@ -37,13 +41,20 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import bench as B  # noqa: E402
+from bench import DEFAULT_MODULE, DEFAULT_SEED  # noqa: E402
+from measure import warm_case  # noqa: E402
+from report import ROOT, machine_info  # noqa: E402
+from resp import Conn, batches_of, classify, count_cmds, resp, show_cmd  # noqa: E402
+from servers import Server, binary  # noqa: E402
+from workloads import Case, Ids, ident, make_cases  # noqa: E402
 
-OUT = B.ROOT / "bench" / "profile"
-DEFAULT_CASES = "check,denied,peek,details,setpxat,set,get,incr,seed"
+OUT = ROOT / "bench" / "profile"
+DEFAULT_CASES = ("check,check_clock,check_new,check_new_clock,denied,peek,details,setpxat,"
+                 "setpxat_new,set,get,incr,seed")
 
 # RM_* functions the module calls, by what they do for it.
 GROUPS = [
@@ -72,7 +83,7 @@ MODULE_FILES = [
 ]
 
 
-COMMANDS = []  # the exact external commands run, for PROFILE.md
+COMMANDS: list[str] = []  # the exact external commands run, for PROFILE.md
 
 
 def note(argv):
@@ -226,40 +237,65 @@ def module_breakdown(prof, module_obj, per):
     return out, {k: v / per for k, v in rest.most_common(8)}
 
 
+def case_server(args: argparse.Namespace, cases: list[str], keyspace: int,
+                wrapper: Sequence[str] = (), start_timeout: float = 10
+                ) -> tuple[Server, dict[str, Case], int]:
+    """A server with the module, each case's background keyspace written."""
+    srv = Server("redis7", args.redis_server, [Path(args.module).resolve()],
+                 wrapper=wrapper, start_timeout=start_timeout)
+    try:
+        sha = srv.r.script_load(Path(args.seed_script).read_text())
+        now = int(time.time())
+        by = {c.key: c for c in make_cases(sha, now)}
+        for k in cases:
+            log(f"  warming {k} ({keyspace} keys)")
+            warm_case(srv, by[k], keyspace)
+    except BaseException:
+        srv.stop()
+        raise
+    return srv, by, now
+
+
+def run_ids(case: Case, keyspace: int, n: int, seed: int, cycle: int = 0) -> list[int]:
+    """Warm cases: random ids of the keyspace. New-key cases: ids never written, each
+    once (`cycle` picks a range of its own)."""
+    ids = Ids(keyspace, seed, None)
+    if case.keys == "new":
+        return ids.fresh(cycle, n, n)
+    return ids.for_run("warm", cycle, n, n)
+
+
+def new_key_calls(keyspace: int, calls: int) -> int:
+    # Keep background + new keys under the next power of two: the main and expires dicts
+    # then do not grow (and rehash) during the profile.
+    return min(calls, (1 << keyspace.bit_length()) - keyspace - 1)
+
+
 def run_callgrind(args, cases, tmp):
     out_pat = os.path.join(tmp, "callgrind.%p")
     wrapper = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out_pat}",
                "--dump-instr=no", "--dump-line=yes", "--separate-threads=no"]
     log("callgrind: starting redis-server under valgrind (slow)...")
-    srv = B.Server("redis", args.redis_server, [Path(args.module).resolve()],
-                   wrapper=wrapper, start_timeout=180)
+    srv, by, now = case_server(args, cases, args.keyspace, wrapper, 180)
     note([*wrapper, args.redis_server, "--port", srv.port, "--save", "''", "--loadmodule",
           Path(args.module).resolve(), "..."])
     summary = {}
     try:
-        sha = srv.r.script_load(Path(args.seed_script).read_text())
-        now = int(time.time())
-        by = {c.key: c for c in B.make_cases(sha, now, [])}
-        rng = random.Random(7)
-        for k in cases:
-            log(f"  warming {k} ({args.keyspace} keys)")
-            B.warm_case(srv, by[k], args.keyspace)
         pid = srv.proc.pid
         for k in cases:
             c = by[k]
-            table = [B.resp(*c.cmd(B.ident(i))) for i in range(args.keyspace)]
-            ids = [rng.randrange(args.keyspace) for _ in range(args.calls)]
-            batches = list(B.batches_of([table[i] for i in ids], 32))
-            conn = B.Conn(srv.port, c.db)
-            conn.call(B.resp("PING"), 1)
-            ctl(["-z", str(pid)])
-            sink = []
-            for b in batches:
-                conn.call(b, c.lines * count_cmds(b), sink)
-            ctl(["-d", f"case-{k}", str(pid)])
-            conn.close()
-            data = b"".join(sink)
-            a, d, e = B.classify(data, c.allowed_pat, c.denied_pat)
+            n = new_key_calls(args.keyspace, args.calls) if c.keys == "new" else args.calls
+            t = int(time.time())
+            cmds = [resp(*c.cmd(ident(i), t)) for i in run_ids(c, args.keyspace, n, 7)]
+            batches = list(batches_of(cmds, 32))
+            with Conn(srv.port, c.db) as conn:
+                conn.call(resp("PING"), 1)
+                ctl(["-z", str(pid)])
+                sink = []
+                for b in batches:
+                    conn.call(b, c.lines * count_cmds(b), sink)
+                ctl(["-d", f"case-{k}", str(pid)])
+            a, d, e = classify(b"".join(sink), c.allowed_pat, c.denied_pat)
             dumps = sorted(Path(tmp).glob(f"callgrind.{pid}.*"), key=os.path.getmtime)
             prof = Profile(dumps[-1])
             if args.keep_raw:
@@ -272,12 +308,6 @@ def run_callgrind(args, cases, tmp):
     return summary
 
 
-def count_cmds(batch):
-    # Each RESP command starts with "*<argc>\r\n" at the start or right after a CRLF;
-    # none of the benchmark's arguments contains "\r\n*".
-    return batch.count(b"\r\n*") + 1
-
-
 def ctl(argv):
     if argv[0] == "-z" and not any(c.startswith("callgrind_control -z") for c in COMMANDS):
         note(["callgrind_control", "-z", "<pid>", " # then the case's calls, then:",
@@ -287,8 +317,8 @@ def ctl(argv):
         raise RuntimeError(f"callgrind_control {argv}: {r.stdout} {r.stderr}")
 
 
-PROCS = {"incr": "incrCommand", "set": "setCommand", "setpxat": "setCommand", "get": "getCommand",
-         "seed": "evalShaCommand"}
+PROCS = {"incr": "incrCommand", "set": "setCommand", "setpxat": "setCommand",
+         "setpxat_new": "setCommand", "get": "getCommand", "seed": "evalShaCommand"}
 
 
 def report_case(prof, case, args, replies):
@@ -301,7 +331,7 @@ def report_case(prof, case, args, replies):
     else:
         proc = "RedisModuleCommandDispatcher"
     proc_ir = prof.inclusive(proc)
-    res = dict(case=case.label, command=B.show_cmd(case.cmd("<id>")),
+    res = dict(case=case.label, command=show_cmd(case.cmd("<id>", 0)),
                commands=n_call, replies=replies,
                call_ir_per_command=call_ir / per, proc=proc, proc_ir_per_command=proc_ir / per,
                process_command_ir=prof.inclusive("processCommand") / per,
@@ -355,44 +385,52 @@ def report_case(prof, case, args, replies):
 
 def run_perf(args, cases, tmp):
     summary = {}
-    srv = B.Server("redis", args.redis_server, [Path(args.module).resolve()])
+    srv, by, now = case_server(args, cases, args.perf_keyspace)
     try:
-        sha = srv.r.script_load(Path(args.seed_script).read_text())
-        now = int(time.time())
-        by = {c.key: c for c in B.make_cases(sha, now, [])}
-        rng = random.Random(11)
-        for k in cases:
-            B.warm_case(srv, by[k], args.perf_keyspace)
         for k in cases:
             c = by[k]
-            table = [B.resp(*c.cmd(B.ident(i))) for i in range(args.perf_keyspace)]
-            ids = [rng.randrange(args.perf_keyspace) for _ in range(200_000)]
-            batches = list(B.batches_of([table[i] for i in ids], 32))
             data = os.path.join(tmp, f"perf-{k}.data")
             rec_cmd = ["perf", "record", "-F", str(args.perf_freq), "--call-graph",
                        "dwarf,8192", "-p", str(srv.proc.pid), "-o", data]
             note(rec_cmd)
             rec = subprocess.Popen(rec_cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             time.sleep(0.5)
-            conn = B.Conn(srv.port, c.db)
             srv.r.config_resetstat()
-            t_end = time.time() + args.perf_seconds
-            sent = 0
-            while time.time() < t_end:
-                for b in batches[:200]:
-                    conn.call(b, c.lines * 32)
-                    sent += 32
-                batches = batches[200:] + batches[:200]
-            conn.close()
+            sent = drive(srv, c, args, time.time() + args.perf_seconds)
             stats = srv.cmdstats().get(c.stat, (0, 0))
             rec.send_signal(signal.SIGINT)
             rec.wait(60)
-            summary[k] = perf_report(data, c, stats, sent)
+            # New keys: the DELs between cycles are sampled too; their stacks are left out.
+            skip = ("delCommand", "delGenericCommand") if c.keys == "new" else ()
+            summary[k] = perf_report(data, c, stats, sent, exclude=skip)
             log(f"  perf {k}: {summary[k]['samples']} samples, "
                 f"{summary[k]['usec_per_call']:.3f} us/call during the profile")
     finally:
         srv.stop()
     return summary
+
+
+def drive(srv: Server, c: Case, args: argparse.Namespace, t_end: float) -> int:
+    """Pipelined calls until t_end: warm cases cycle over 200,000 random ids; new-key
+    cases send 20,000 ids never written, delete them, and go on with the next range."""
+    ks = args.perf_keyspace
+    sent = cycle = 0
+    with Conn(srv.port, c.db) as conn:
+        while time.time() < t_end:
+            n = 20_000 if c.keys == "new" else 200_000
+            ids = run_ids(c, ks, n, 11, cycle)
+            t = int(time.time())
+            batches = list(batches_of([resp(*c.cmd(ident(i), t)) for i in ids], 32))
+            for b in batches:
+                conn.call(b, (c.lines or 1) * count_cmds(b))
+                sent += count_cmds(b)
+                if time.time() >= t_end and c.keys != "new":
+                    break
+            if c.keys == "new":
+                names = [c.cmd(ident(i), 0)[1] for i in ids]
+                conn.load([resp("DEL", *names[j:j + 500]) for j in range(0, n, 500)], 1, 20)
+            cycle += 1
+    return sent
 
 
 def perf_text(data, *extra):
@@ -435,9 +473,9 @@ CLOCK = ("__vdso_gettimeofday", "gettimeofday", "__gettimeofday", "ustime", "mst
          "getMonotonicUs")
 
 
-def inside_call(data, module_dso):
+def inside_call(data, module_dso, exclude=()):
     """Parse `perf script` callchains: the samples under call(), inclusive share per
-    function and a one-bucket-per-sample split."""
+    function and a one-bucket-per-sample split. Stacks through `exclude` are skipped."""
     note(["perf", "script", "-i", data, "-F", "ip,sym,dso"])
     r = subprocess.run(["perf", "script", "-i", data, "-F", "ip,sym,dso"], capture_output=True,
                        text=True, timeout=900)
@@ -452,7 +490,7 @@ def inside_call(data, module_dso):
             return
         total += 1
         names = [n for n, _ in stack]
-        if "call" not in names:
+        if "call" not in names or any(x in names for x in exclude):
             return
         inside += 1
         inner = stack[:names.index("call")]
@@ -490,7 +528,7 @@ def inside_call(data, module_dso):
                 buckets={k: v / per for k, v in buckets.most_common()})
 
 
-def perf_report(data, case, stats, sent):
+def perf_report(data, case, stats, sent, exclude=()):
     calls, usec = stats
     self_txt = perf_text(data, "--no-children", "--sort", "dso,sym", "-g", "none",
                          "--percent-limit", "0.5")
@@ -520,10 +558,10 @@ def perf_report(data, case, stats, sent):
     res = dict(case=case.label, samples=samples.group(1) if samples else "?",
                calls=calls, usec_per_call=usec / calls if calls else 0,
                inclusive_pct=inclusive)
-    within = inside_call(data, Path(B.DEFAULT_MODULE).name)
+    within = inside_call(data, Path(DEFAULT_MODULE).name, exclude)
     res["inside_call"] = within
     body = [f"# perf: {case.label}", "",
-            f"command: {B.show_cmd(case.cmd('<id>'))}",
+            f"command: {show_cmd(case.cmd('<id>', 0))}",
             f"{calls} calls during the profile, {res['usec_per_call']:.3f} us/call (commandstats,"
             " perf running)", "",
             f"## Inside call() (= what commandstats times): {within['samples']} of "
@@ -555,12 +593,16 @@ def main():
     ap.add_argument("--perf-freq", type=int, default=2000)
     ap.add_argument("--no-perf", action="store_true")
     ap.add_argument("--no-callgrind", action="store_true")
+    ap.add_argument("--out", help="output directory (default bench/profile)")
     ap.add_argument("--keep-raw", action="store_true",
                     help="copy the callgrind dumps to bench/profile/ too (large)")
-    ap.add_argument("--module", default=str(B.DEFAULT_MODULE))
-    ap.add_argument("--seed-script", default=str(B.DEFAULT_SEED))
-    ap.add_argument("--redis-server", default=os.environ.get("REDIS_SERVER", "redis-server"))
+    ap.add_argument("--module", default=str(DEFAULT_MODULE))
+    ap.add_argument("--seed-script", default=str(DEFAULT_SEED))
+    ap.add_argument("--redis-server", default=None, help="default: $REDIS_SERVER or redis-server")
     args = ap.parse_args()
+    global OUT
+    OUT = Path(args.out) if args.out else OUT
+    args.redis_server = args.redis_server or binary("redis7")
     cases = args.cases.split(",")
     OUT.mkdir(parents=True, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix="swprofile-")
@@ -570,7 +612,7 @@ def main():
     except (OSError, ValueError):
         old = {}
     summary = dict(date=time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
-                   machine=B.machine_info(), args=vars(args))
+                   machine=machine_info(), args=vars(args))
     try:
         if not args.no_callgrind:
             summary["callgrind"] = {**old.get("callgrind", {}),

@@ -28,7 +28,7 @@ impl Parsed {
 
     /// The request at `now`, or, when `now` was omitted, at `server_ms` (the server's
     /// time in milliseconds) in the call's unit.
-    pub fn request(&self, server_ms: u64) -> Request {
+    pub fn request(&self, server_ms: u64) -> Request<'_> {
         let now = self.now.unwrap_or(server_ms / self.unit.millis());
         // `parse` guarantees 1 to MAX_LIMITS limits, which is all `new` asks.
         Request::new(self.limits(), self.unit, now, self.cost).unwrap_or_else(|| {
@@ -174,11 +174,33 @@ pub fn parse(args: &[&[u8]]) -> Result<Parsed, ArgError> {
     let [limit, window, rest @ ..] = args else {
         return Err(ArgError::Arity);
     };
-    // Windows are checked once the unit is known; limits at once, in call order.
-    let mut raw: [(u64, &[u8]); MAX_LIMITS] = [(0, &[]); MAX_LIMITS];
-    raw[0] = (int_in(limit, "limit", 0, MAX_VALUE)?, window);
-    let mut len = 1;
     let (now, options) = split_now(rest)?;
+    // Every window's bound depends on MS, which may come last: find it first. (A
+    // LIMIT's numbers are never the word MS, so a plain scan cannot be fooled.)
+    let unit = if options.iter().any(|o| is(o, "MS")) {
+        Unit::Millis
+    } else {
+        Unit::Seconds
+    };
+    let mut limits = [Limit {
+        limit: 0,
+        window: 1,
+    }; MAX_LIMITS];
+    let mut len = 0;
+    let mut add = |limit: &[u8], window: &[u8]| -> Result<(), ArgError> {
+        if len == MAX_LIMITS {
+            return Err(ArgError::TooManyLimits);
+        }
+        let limit = int_in(limit, "limit", 0, MAX_VALUE)?;
+        let window = window_in(window, unit)?;
+        if limits[..len].iter().any(|l| l.window == window) {
+            return Err(ArgError::SameWindow(window, unit));
+        }
+        limits[len] = Limit { limit, window };
+        len += 1;
+        Ok(())
+    };
+    add(limit, window)?;
     let mut cost = None;
     let mut millis = false;
     let mut details = false;
@@ -190,11 +212,7 @@ pub fn parse(args: &[&[u8]]) -> Result<Parsed, ArgError> {
                 .get(i + 1..i + 3)
                 .and_then(|p| p.try_into().ok())
                 .ok_or(ArgError::MissingValue("LIMIT needs a limit and a window"))?;
-            if len == MAX_LIMITS {
-                return Err(ArgError::TooManyLimits);
-            }
-            raw[len] = (int_in(l, "limit", 0, MAX_VALUE)?, w);
-            len += 1;
+            add(l, w)?;
             i += 3;
         } else if is(opt, "COST") {
             if cost.is_some() {
@@ -213,22 +231,6 @@ pub fn parse(args: &[&[u8]]) -> Result<Parsed, ArgError> {
             i += 1;
         } else {
             return Err(ArgError::Unknown(opt.to_vec(), CHECK_OPTIONS));
-        }
-    }
-    let unit = if millis { Unit::Millis } else { Unit::Seconds };
-    let mut limits = [Limit {
-        limit: 0,
-        window: 1,
-    }; MAX_LIMITS];
-    for (slot, &(limit, window)) in limits.iter_mut().zip(&raw[..len]) {
-        *slot = Limit {
-            limit,
-            window: window_in(window, unit)?,
-        };
-    }
-    for (k, a) in limits[..len].iter().enumerate() {
-        if limits[..k].iter().any(|b| b.window == a.window) {
-            return Err(ArgError::SameWindow(a.window, unit));
         }
     }
     Ok(Parsed {

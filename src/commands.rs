@@ -6,11 +6,11 @@
 //! ERR reply instead of aborting the server.
 
 use crate::args::{self, ArgError};
-use crate::encoding::{self, MAX_LEN, MIN_LEN};
+use crate::encoding::{self, Encoded, MAX_LEN, MIN_LEN};
 use crate::stats;
 use crate::window::{self, Decision, State};
 use libc::{c_char, c_int, c_longlong};
-use redis_module::raw;
+use redis_module::raw::{self, KeyMode};
 use std::ffi::CString;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicPtr, Ordering::Relaxed};
@@ -31,58 +31,40 @@ enum Mode {
 }
 
 /// The first API function the handlers call that this server does not export, if any.
-/// Checked once at load, so `api!` on these pointers cannot fail.
+/// Checked once at load (the module refuses to load otherwise), so `api!` and the
+/// crate's `raw::` wrappers, which unwrap these pointers, cannot fail afterwards. Every
+/// function this file calls is in the list.
 pub fn missing_api() -> Option<&'static str> {
-    unsafe {
-        let present = [
-            ("StringPtrLen", { raw::RedisModule_StringPtrLen }.is_some()),
-            ("Milliseconds", { raw::RedisModule_Milliseconds }.is_some()),
-            ("OpenKey", { raw::RedisModule_OpenKey }.is_some()),
-            ("CloseKey", { raw::RedisModule_CloseKey }.is_some()),
-            ("KeyType", { raw::RedisModule_KeyType }.is_some()),
-            ("ValueLength", { raw::RedisModule_ValueLength }.is_some()),
-            ("StringDMA", { raw::RedisModule_StringDMA }.is_some()),
-            (
-                "StringTruncate",
-                { raw::RedisModule_StringTruncate }.is_some(),
-            ),
-            ("CreateString", { raw::RedisModule_CreateString }.is_some()),
-            ("StringSet", { raw::RedisModule_StringSet }.is_some()),
-            ("FreeString", { raw::RedisModule_FreeString }.is_some()),
-            ("SetAbsExpire", { raw::RedisModule_SetAbsExpire }.is_some()),
-            ("GetExpire", { raw::RedisModule_GetExpire }.is_some()),
-            (
-                "SignalModifiedKey",
-                { raw::RedisModule_SignalModifiedKey }.is_some(),
-            ),
-            (
-                "NotifyKeyspaceEvent",
-                { raw::RedisModule_NotifyKeyspaceEvent }.is_some(),
-            ),
-            ("Replicate", { raw::RedisModule_Replicate }.is_some()),
-            (
-                "ReplyWithArray",
-                { raw::RedisModule_ReplyWithArray }.is_some(),
-            ),
-            (
-                "ReplyWithLongLong",
-                { raw::RedisModule_ReplyWithLongLong }.is_some(),
-            ),
-            (
-                "ReplyWithError",
-                { raw::RedisModule_ReplyWithError }.is_some(),
-            ),
-            (
-                "InfoAddSection",
-                { raw::RedisModule_InfoAddSection }.is_some(),
-            ),
-            (
-                "InfoAddFieldULongLong",
-                { raw::RedisModule_InfoAddFieldULongLong }.is_some(),
-            ),
-        ];
-        present.iter().find(|(_, ok)| !ok).map(|(name, _)| *name)
+    macro_rules! first_missing {
+        ($($name:ident),* $(,)?) => {
+            $(
+                if unsafe { raw::$name }.is_none() {
+                    return Some(stringify!($name));
+                }
+            )*
+        };
     }
+    first_missing!(
+        RedisModule_StringPtrLen,
+        RedisModule_Milliseconds,
+        RedisModule_OpenKey,
+        RedisModule_CloseKey,
+        RedisModule_KeyType,
+        RedisModule_ValueLength,
+        RedisModule_StringDMA,
+        RedisModule_CreateString,
+        RedisModule_StringSet,
+        RedisModule_FreeString,
+        RedisModule_SetAbsExpire,
+        RedisModule_GetExpire,
+        RedisModule_SignalModifiedKey,
+        RedisModule_NotifyKeyspaceEvent,
+        RedisModule_Replicate,
+        RedisModule_ReplyWithArray,
+        RedisModule_ReplyWithLongLong,
+        RedisModule_ReplyWithError,
+    );
+    None
 }
 
 pub extern "C" fn check(ctx: Ctx, argv: Argv, argc: c_int) -> c_int {
@@ -113,7 +95,7 @@ fn guarded(ctx: Ctx, f: impl FnOnce() -> c_int) -> c_int {
 /// The bytes of one argument, borrowed from Redis for the length of the call.
 unsafe fn arg<'a>(argv: Argv, i: usize) -> &'a [u8] {
     let mut len = 0;
-    let ptr = api!(RedisModule_StringPtrLen)(*argv.add(i), &mut len);
+    let ptr = raw::string_ptr_len(*argv.add(i), &mut len);
     std::slice::from_raw_parts(ptr.cast::<u8>(), len)
 }
 
@@ -160,25 +142,28 @@ fn run(ctx: Ctx, argv: Argv, argc: c_int, mode: Mode) -> c_int {
     let now_ms = if parsed.now.is_none() { clock.ms() } else { 0 };
     let request = parsed.request(now_ms);
     let open_mode = match mode {
-        Mode::Check => raw::REDISMODULE_READ | raw::REDISMODULE_WRITE,
-        Mode::Peek => raw::REDISMODULE_READ,
+        Mode::Check => KeyMode::READ | KeyMode::WRITE,
+        Mode::Peek => KeyMode::READ,
     };
-    let key = Key::open(ctx, unsafe { *argv.add(1) }, open_mode as c_int);
-    let stored = match key.read() {
-        Ok(s) => s,
+    let mut key = Key::open(ctx, unsafe { *argv.add(1) }, open_mode);
+    let mut held = State::default();
+    let stored = match key.read(&mut held) {
+        Ok(present) => present.then_some(&held),
         Err(()) => {
             stats::error();
             return reply_error(ctx, WRONGTYPE);
         }
     };
-    let decision = window::decide(stored.as_ref(), &request);
+    let decision = window::decide(stored, &request);
     if mode == Mode::Check && decision.allowed {
         let mut expire_at = clock.ms() + 2 * request.longest_window_ms();
-        if decision.keeps_other_windows() {
+        let mut state = State::default();
+        decision.next_state_into(&mut state);
+        if state.counters().len() > decision.limit_count() {
             // Longer windows the call did not name keep their later expiry.
             expire_at = expire_at.max(key.expire_at(clock.ms()).unwrap_or(0));
         }
-        key.write(&decision.state, expire_at);
+        key.write(&state, expire_at);
     }
     drop(key);
     stats::record(mode == Mode::Peek, decision.allowed);
@@ -196,19 +181,20 @@ fn run_counts(ctx: Ctx, argv: Argv, argc: c_int) -> c_int {
     let now = query
         .now
         .unwrap_or_else(|| Clock::default().ms() / query.unit.millis());
-    let key = Key::open(ctx, unsafe { *argv.add(1) }, raw::REDISMODULE_READ as c_int);
-    let stored = match key.read() {
-        Ok(s) => s,
+    let mut key = Key::open(ctx, unsafe { *argv.add(1) }, KeyMode::READ);
+    let mut held = State::default();
+    let stored = match key.read(&mut held) {
+        Ok(present) => present.then_some(&held),
         Err(()) => {
             stats::error();
             return reply_error(ctx, WRONGTYPE);
         }
     };
     drop(key);
-    let (counts, elapsed) = window::counts(stored.as_ref(), query.unit, query.window, now);
+    let (counts, elapsed) = window::counts(stored, query.unit, query.window, now);
     stats::record_counts();
-    let int = |v: u64| unsafe { api!(RedisModule_ReplyWithLongLong)(ctx, v as c_longlong) };
-    unsafe { api!(RedisModule_ReplyWithArray)(ctx, 3) };
+    let int = |v: u64| raw::reply_with_long_long(ctx, v as c_longlong);
+    raw::reply_with_array(ctx, 3);
     int(counts.previous);
     int(counts.current);
     int(elapsed);
@@ -244,17 +230,33 @@ pub fn init_strings() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `v` in decimal, in a stack buffer: no allocation.
+/// "00" to "99": two digits per division when formatting.
+const PAIRS: &[u8; 200] = b"\
+0001020304050607080910111213141516171819\
+2021222324252627282930313233343536373839\
+4041424344454647484950515253545556575859\
+6061626364656667686970717273747576777879\
+8081828384858687888990919293949596979899";
+
+/// `v` in decimal, in a stack buffer: no allocation, two digits at a time (this runs
+/// on every allowed CHECK, for the replicated expiry).
 fn decimal(mut v: u64, buf: &mut [u8; 20]) -> &[u8] {
     let mut i = buf.len();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            return &buf[i..];
-        }
+    while v >= 100 {
+        let pair = (v % 100) as usize * 2;
+        v /= 100;
+        i -= 2;
+        buf[i..i + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
     }
+    if v >= 10 {
+        let pair = v as usize * 2;
+        i -= 2;
+        buf[i..i + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
+    } else {
+        i -= 1;
+        buf[i] = b'0' + v as u8;
+    }
+    &buf[i..]
 }
 
 /// An open key, closed on drop.
@@ -262,20 +264,29 @@ struct Key {
     ctx: Ctx,
     name: *mut raw::RedisModuleString,
     ptr: *mut raw::RedisModuleKey,
+    /// The value's length as `read` found it (0 for a missing key), so `write` need
+    /// not ask again.
+    len: usize,
 }
 
 impl Key {
-    fn open(ctx: Ctx, name: *mut raw::RedisModuleString, mode: c_int) -> Key {
-        let ptr = unsafe { api!(RedisModule_OpenKey)(ctx, name, mode) }.cast();
-        Key { ctx, name, ptr }
+    fn open(ctx: Ctx, name: *mut raw::RedisModuleString, mode: KeyMode) -> Key {
+        let ptr = raw::open_key(ctx, name, mode);
+        Key {
+            ctx,
+            name,
+            ptr,
+            len: 0,
+        }
     }
 
-    /// The state the key holds: `Ok(None)` when missing, `Err` when it holds anything
-    /// that is not a state (another type, or a string we did not write).
-    fn read(&self) -> Result<Option<State>, ()> {
+    /// Decodes the state the key holds into `into`: `Ok(false)` when the key is
+    /// missing, `Err` when it holds anything that is not a state (another type, or a
+    /// string we did not write).
+    fn read(&mut self, into: &mut State) -> Result<bool, ()> {
         let kind = unsafe { api!(RedisModule_KeyType)(self.ptr) } as isize;
         if kind == raw::REDISMODULE_KEYTYPE_EMPTY {
-            return Ok(None);
+            return Ok(false);
         }
         if kind != raw::REDISMODULE_KEYTYPE_STRING {
             return Err(());
@@ -286,9 +297,12 @@ impl Key {
         if !(MIN_LEN..=MAX_LEN).contains(&len) {
             return Err(());
         }
-        let (ptr, len) = self.dma(raw::REDISMODULE_READ).ok_or(())?;
+        let (ptr, len) = self.dma(KeyMode::READ).ok_or(())?;
+        self.len = len;
         let bytes = unsafe { std::slice::from_raw_parts(ptr, len) };
-        encoding::decode(bytes).map(Some).map_err(|_| ())
+        encoding::decode_into(bytes, into)
+            .map(|()| true)
+            .map_err(|_| ())
     }
 
     /// When the key expires, in server milliseconds (`None` without an expiry).
@@ -299,15 +313,15 @@ impl Key {
 
     /// The value's bytes in place (StringDMA): read mode for `read`, write mode to
     /// overwrite a value of the same length.
-    fn dma(&self, mode: u32) -> Option<(*mut u8, usize)> {
+    fn dma(&self, mode: KeyMode) -> Option<(*mut u8, usize)> {
         let mut len = 0;
-        let p = unsafe { api!(RedisModule_StringDMA)(self.ptr, &mut len, mode as c_int) };
+        let p = raw::string_dma(self.ptr, &mut len, mode);
         (!p.is_null()).then_some((p.cast::<u8>(), len))
     }
 
     /// Overwrites the whole value with `bytes`, which must have the value's length.
     fn overwrite(&self, bytes: &[u8]) {
-        if let Some((dst, len)) = self.dma(raw::REDISMODULE_WRITE) {
+        if let Some((dst, len)) = self.dma(KeyMode::WRITE) {
             if len == bytes.len() {
                 unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), dst, len) };
             }
@@ -317,25 +331,23 @@ impl Key {
     /// Stores `state`, expiring at `expire_at_ms`, and tells replicas, the AOF, WATCH and
     /// keyspace subscribers, as `SET key state PXAT expire_at_ms` would.
     fn write(&self, state: &State, expire_at_ms: u64) {
-        let enc = encoding::encode(state);
+        let mut enc = Encoded::default();
+        encoding::encode_into(state, &mut enc);
         let bytes = enc.as_bytes();
-        let current_len = unsafe { api!(RedisModule_ValueLength)(self.ptr) };
         unsafe {
-            if current_len == bytes.len() {
+            if self.len == bytes.len() {
                 // Same length (the common case): overwrite in place, no allocation.
                 self.overwrite(bytes);
-            } else if current_len == 0 {
-                api!(RedisModule_StringTruncate)(self.ptr, bytes.len());
-                self.overwrite(bytes);
             } else {
-                // A count crossed a varint boundary: a fresh, exactly sized string
-                // (growing in place would over-allocate).
+                // A new key, or a count crossed a varint boundary: a fresh, exactly
+                // sized string (growing in place would over-allocate). For a new key
+                // this is one compact allocation, as SET makes.
                 let s = api!(RedisModule_CreateString)(
                     self.ctx,
                     bytes.as_ptr().cast::<c_char>(),
                     bytes.len(),
                 );
-                api!(RedisModule_StringSet)(self.ptr, s);
+                raw::string_set(self.ptr, s);
                 api!(RedisModule_FreeString)(self.ctx, s);
             }
             api!(RedisModule_SetAbsExpire)(self.ptr, expire_at_ms as c_longlong);
@@ -373,7 +385,7 @@ impl Key {
 
 impl Drop for Key {
     fn drop(&mut self) {
-        unsafe { api!(RedisModule_CloseKey)(self.ptr) };
+        raw::close_key(self.ptr);
     }
 }
 
@@ -381,15 +393,15 @@ impl Drop for Key {
 /// reset_after]`, the governing limit's figures, and with two or more limits a 7th
 /// element: each limit's `[window, limit, count, remaining, retry_after, reset_after]`.
 fn reply(ctx: Ctx, d: &Decision, details: bool) -> c_int {
-    let int = |v: i64| unsafe { api!(RedisModule_ReplyWithLongLong)(ctx, v) };
-    let array = |n: usize| unsafe { api!(RedisModule_ReplyWithArray)(ctx, n as _) };
-    let g = d.outcome(d.governing());
+    let int = |v: i64| raw::reply_with_long_long(ctx, v);
+    let array = |n: usize| raw::reply_with_array(ctx, n as _);
     if !details {
         array(2);
         int(i64::from(d.allowed));
-        int(g.count as i64);
+        int(d.count() as i64);
         return OK;
     }
+    let g = d.outcome(d.governing());
     let several = d.limit_count() > 1;
     array(if several { 7 } else { 6 });
     int(i64::from(d.allowed));
@@ -421,7 +433,7 @@ fn reply(ctx: Ctx, d: &Decision, details: bool) -> c_int {
 /// `text` must end with a NUL byte and start with an error code ("ERR ", "WRONGTYPE ").
 fn reply_error(ctx: Ctx, text: &[u8]) -> c_int {
     debug_assert_eq!(text.last(), Some(&0));
-    unsafe { api!(RedisModule_ReplyWithError)(ctx, text.as_ptr().cast()) };
+    raw::reply_with_error(ctx, text.as_ptr().cast());
     OK
 }
 
@@ -430,7 +442,17 @@ mod tests {
     #[test]
     fn decimal_formats_every_magnitude() {
         let mut buf = [0u8; 20];
-        for v in [0, 7, 10, 1_796_015_107_000, u64::MAX] {
+        for v in [
+            0,
+            7,
+            10,
+            99,
+            100,
+            101,
+            1_796_015_107_000,
+            u64::MAX,
+            u64::MAX / 10,
+        ] {
             assert_eq!(super::decimal(v, &mut buf), v.to_string().as_bytes());
         }
     }

@@ -43,6 +43,15 @@ pub struct Encoded {
     len: usize,
 }
 
+impl Default for Encoded {
+    fn default() -> Encoded {
+        Encoded {
+            buf: [0; MAX_LEN],
+            len: 0,
+        }
+    }
+}
+
 impl Encoded {
     pub fn as_bytes(&self) -> &[u8] {
         &self.buf[..self.len]
@@ -68,11 +77,16 @@ impl Encoded {
     }
 }
 
+#[cfg(test)]
 pub fn encode(s: &State) -> Encoded {
-    let mut out = Encoded {
-        buf: [0; MAX_LEN],
-        len: 0,
-    };
+    let mut out = Encoded::default();
+    encode_into(s, &mut out);
+    out
+}
+
+/// `s`'s bytes, into a buffer the caller holds (no copy of the result).
+pub fn encode_into(s: &State, out: &mut Encoded) {
+    out.len = 0;
     match s.counters() {
         [one] => {
             out.push(VERSION_1);
@@ -86,7 +100,6 @@ pub fn encode(s: &State) -> Encoded {
             }
         }
     }
-    out
 }
 
 /// Why bytes are not a state: only ever reported as WRONGTYPE, but named for tests.
@@ -102,7 +115,15 @@ pub enum DecodeError {
     Trailing,
 }
 
+#[cfg(test)]
 pub fn decode(bytes: &[u8]) -> Result<State, DecodeError> {
+    let mut s = State::default();
+    decode_into(bytes, &mut s).map(|()| s)
+}
+
+/// `decode`, into a state the caller holds (no copy of the result).
+pub fn decode_into(bytes: &[u8], out: &mut State) -> Result<(), DecodeError> {
+    out.clear();
     if bytes.len() < MIN_LEN || bytes.len() > MAX_LEN {
         return Err(DecodeError::Length);
     }
@@ -114,66 +135,63 @@ pub fn decode(bytes: &[u8]) -> Result<State, DecodeError> {
         },
         _ => return Err(DecodeError::Version),
     };
-    let mut counters = [Counter {
-        unit: Unit::Seconds,
-        window: 1,
-        index: 0,
-        current: 0,
-        previous: 0,
-    }; MAX_WINDOWS];
-    for c in counters.iter_mut().take(n) {
-        let (counter, used) = read_counter(rest)?;
-        *c = counter;
-        rest = &rest[used..];
+    for _ in 0..n {
+        let counter = read_counter(&mut rest)?;
+        if !out.push(counter) {
+            return Err(DecodeError::Order);
+        }
     }
     if !rest.is_empty() {
+        out.clear();
         return Err(DecodeError::Trailing);
     }
-    State::from_sorted(&counters[..n]).ok_or(DecodeError::Order)
+    Ok(())
 }
 
-/// One counter (flags and four varints), and the bytes it took.
-fn read_counter(bytes: &[u8]) -> Result<(Counter, usize), DecodeError> {
-    let unit = match bytes.first() {
-        Some(0) => Unit::Seconds,
-        Some(&FLAG_MILLIS) => Unit::Millis,
-        Some(_) => return Err(DecodeError::Flags),
-        None => return Err(DecodeError::Varint),
+/// One counter (flags and four varints), taken from the front of `bytes`.
+fn read_counter(bytes: &mut &[u8]) -> Result<Counter, DecodeError> {
+    let (&flags, rest) = bytes.split_first().ok_or(DecodeError::Varint)?;
+    let unit = match flags {
+        0 => Unit::Seconds,
+        FLAG_MILLIS => Unit::Millis,
+        _ => return Err(DecodeError::Flags),
     };
-    let mut at = 1;
-    let mut fields = [0u64; 4];
-    for field in fields.iter_mut() {
-        let (v, used) = read_varint(&bytes[at..])?;
-        *field = v;
-        at += used;
-    }
-    let [window, index, current, previous] = fields;
+    *bytes = rest;
+    let window = read_varint(bytes)?;
+    let index = read_varint(bytes)?;
+    let current = read_varint(bytes)?;
+    let previous = read_varint(bytes)?;
     // `decide` relies on these bounds for overflow-free arithmetic.
     if window == 0 || window > unit.max_window() || index > MAX_VALUE / window {
         return Err(DecodeError::Range);
     }
-    let counter = Counter {
+    Ok(Counter {
         unit,
         window,
         index,
         current,
         previous,
-    };
-    Ok((counter, at))
+    })
 }
 
-/// One shortest-form varint <= MAX_VALUE, and the bytes it took.
-fn read_varint(bytes: &[u8]) -> Result<(u64, usize), DecodeError> {
+/// One shortest-form varint <= MAX_VALUE, taken from the front of `bytes`.
+fn read_varint(bytes: &mut &[u8]) -> Result<u64, DecodeError> {
+    let b = *bytes;
     let mut v: u64 = 0;
-    for (i, &b) in bytes.iter().take(MAX_VARINT).enumerate() {
-        v |= u64::from(b & 0x7f) << (7 * i);
-        if b & 0x80 == 0 {
+    let mut i = 0;
+    // A plain indexed loop: this runs four times per window on every call.
+    while i < b.len() && i < MAX_VARINT {
+        let byte = b[i];
+        v |= u64::from(byte & 0x7f) << (7 * i);
+        i += 1;
+        if byte & 0x80 == 0 {
             // A zero last byte after the first is an overlong form: refuse it, so each
             // state has exactly one encoding.
-            if (i > 0 && b == 0) || v > MAX_VALUE {
+            if (i > 1 && byte == 0) || v > MAX_VALUE {
                 return Err(DecodeError::Varint);
             }
-            return Ok((v, i + 1));
+            *bytes = &b[i..];
+            return Ok(v);
         }
     }
     Err(DecodeError::Varint)

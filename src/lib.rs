@@ -70,7 +70,7 @@ const COMMANDS: [Command; 3] = [
 /// Registers the ACL category and the commands. Called once by RedisModule_OnLoad.
 fn register(ctx: *mut raw::RedisModuleCtx) -> anyhow::Result<()> {
     if let Some(missing) = commands::missing_api() {
-        bail!("this server lacks RedisModule_{missing}");
+        bail!("this server lacks {missing}");
     }
     commands::init_strings()?;
     // Redis 7.0 has neither function, and refuses modules that try to set categories:

@@ -24,8 +24,9 @@ pub const MAX_LIMITS: usize = 8;
 pub const MAX_WINDOWS: usize = 8;
 
 /// The unit of `window` and `now`. A window is only comparable within one unit.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Unit {
+    #[default]
     Seconds,
     Millis,
 }
@@ -55,8 +56,8 @@ impl Unit {
 }
 
 /// One window size's counts in a key: the window it was last written in and the one
-/// before it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// before it. `Counter::default()` (all zero) only fills unused slots.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Counter {
     pub unit: Unit,
     /// Window length in `unit`s, >= 1.
@@ -76,49 +77,69 @@ impl Counter {
     }
 
     /// The end of the newest window this counter has counts for, in milliseconds.
-    fn newest_ms(&self) -> u128 {
-        u128::from(self.index + 1) * u128::from(self.window) * u128::from(self.unit.millis())
+    /// `index * window <= MAX_VALUE` units (the decoder checks it), so this and one
+    /// window more stay below 2^63 in either unit.
+    fn newest_ms(&self) -> u64 {
+        (self.index + 1) * self.window * self.unit.millis()
+    }
+
+    /// Whether its counts can no longer affect any answer at `now_ms`: two windows on.
+    fn aged_out(&self, now_ms: u64) -> bool {
+        self.newest_ms() + self.window * self.unit.millis() <= now_ms
     }
 }
 
-const EMPTY: Counter = Counter {
-    unit: Unit::Seconds,
-    window: 1,
-    index: 0,
-    current: 0,
-    previous: 0,
-};
-
 /// What a key holds: 1 to `MAX_WINDOWS` counters, sorted by `(unit, window)`, no two
-/// with the same window and unit.
+/// with the same window and unit. `State::default()` holds none: a buffer to decode
+/// into, never written to a key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct State {
     counters: [Counter; MAX_WINDOWS],
     len: usize,
 }
 
+impl Default for State {
+    fn default() -> State {
+        // All zeros: a memset, not a copy of a constant.
+        State {
+            counters: [Counter::default(); MAX_WINDOWS],
+            len: 0,
+        }
+    }
+}
+
 impl State {
+    #[cfg(test)]
     pub fn single(c: Counter) -> State {
-        let mut counters = [EMPTY; MAX_WINDOWS];
+        let mut counters = [Counter::default(); MAX_WINDOWS];
         counters[0] = c;
         State { counters, len: 1 }
     }
 
     /// A state from counters already in order; `None` unless there are 1 to
     /// `MAX_WINDOWS` of them, strictly increasing by `(unit, window)`.
+    #[cfg(test)]
     pub fn from_sorted(list: &[Counter]) -> Option<State> {
-        if list.is_empty() || list.len() > MAX_WINDOWS {
-            return None;
+        let mut s = State::default();
+        let all = list.iter().all(|&c| s.push(c));
+        (all && s.len > 0).then_some(s)
+    }
+
+    /// Appends `c` if there is room and it sorts after every counter held; says
+    /// whether it did.
+    pub fn push(&mut self, c: Counter) -> bool {
+        let in_order = self.len == 0 || self.counters[self.len - 1].sort_key() < c.sort_key();
+        if self.len == MAX_WINDOWS || !in_order {
+            return false;
         }
-        if list.windows(2).any(|p| p[0].sort_key() >= p[1].sort_key()) {
-            return None;
-        }
-        let mut counters = [EMPTY; MAX_WINDOWS];
-        counters[..list.len()].copy_from_slice(list);
-        Some(State {
-            counters,
-            len: list.len(),
-        })
+        self.counters[self.len] = c;
+        self.len += 1;
+        true
+    }
+
+    /// Drops every counter: the state is a buffer again.
+    pub fn clear(&mut self) {
+        self.len = 0;
     }
 
     pub fn counters(&self) -> &[Counter] {
@@ -140,44 +161,34 @@ pub struct Limit {
 }
 
 /// One call, already validated by `args`: every field is within its documented range,
-/// 1 to `MAX_LIMITS` limits with distinct windows.
+/// 1 to `MAX_LIMITS` limits with distinct windows. The limits are borrowed from the
+/// parsed arguments: a request is a view, copied for nothing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Request {
-    limits: [Limit; MAX_LIMITS],
-    len: usize,
+pub struct Request<'a> {
+    limits: &'a [Limit],
     pub unit: Unit,
     /// The caller's time in `unit`s.
     pub now: u64,
     pub cost: u64,
 }
 
-impl Request {
+impl<'a> Request<'a> {
     /// `None` unless there are 1 to `MAX_LIMITS` limits.
-    pub fn new(limits: &[Limit], unit: Unit, now: u64, cost: u64) -> Option<Request> {
+    pub fn new(limits: &'a [Limit], unit: Unit, now: u64, cost: u64) -> Option<Request<'a>> {
         if limits.is_empty() || limits.len() > MAX_LIMITS {
             return None;
         }
-        let mut all = [Limit {
-            limit: 0,
-            window: 1,
-        }; MAX_LIMITS];
-        all[..limits.len()].copy_from_slice(limits);
         Some(Request {
-            limits: all,
-            len: limits.len(),
+            limits,
             unit,
             now,
             cost,
         })
     }
 
-    pub fn limits(&self) -> &[Limit] {
-        &self.limits[..self.len]
-    }
-
     /// The longest window named, in milliseconds.
     pub fn longest_window_ms(&self) -> u64 {
-        let w = self.limits().iter().map(|l| l.window).max().unwrap_or(1);
+        let w = self.limits.iter().map(|l| l.window).max().unwrap_or(1);
         w * self.unit.millis()
     }
 }
@@ -228,18 +239,17 @@ impl Judged {
     }
 }
 
-/// The outcome of one request. `state` is what the key must hold afterwards when
-/// `allowed`; when denied the key is left as it was.
+/// The outcome of one request, judged on what the key holds. When `allowed`,
+/// `next_state` is what the key must hold afterwards; when denied the key is left as
+/// it was. It borrows the state and the request, and works each limit's figures out
+/// when asked: a reply without DETAILS asks for one count.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Decision {
+pub struct Decision<'a> {
     pub allowed: bool,
-    pub state: State,
-    judged: [Judged; MAX_LIMITS],
-    len: usize,
-    now: u64,
-    cost: u64,
-    /// Whether `state` holds counters for windows the call did not name.
-    keeps_others: bool,
+    /// The first limit, judged: with one limit, all a reply without DETAILS needs.
+    first: Judged,
+    stored: Option<&'a State>,
+    req: Request<'a>,
 }
 
 /// What one limit reports: as that limit alone would, for the request as decided.
@@ -286,116 +296,131 @@ pub fn counts(stored: Option<&State>, unit: Unit, window: u64, now: u64) -> (Cou
 }
 
 /// Decides one request against what the key holds (`None` for a missing key).
-pub fn decide(stored: Option<&State>, req: &Request) -> Decision {
-    let mut judged = [Judged::new(None, req.limits[0], 0); MAX_LIMITS];
-    let mut allowed = true;
-    for (j, &limit) in judged.iter_mut().zip(req.limits()) {
-        let counter = stored.and_then(|s| s.find(req.unit, limit.window));
-        *j = Judged::new(counter, limit, req.now);
-        allowed &= j.allows(req.cost);
-    }
-    let judged_now = &judged[..req.len];
-    let (state, keeps_others) = match (allowed, stored) {
-        (true, _) => next_state(stored, judged_now, req),
-        (false, Some(s)) => (*s, false),
-        // Denied on a missing key: nothing is written; any state will do.
-        (false, None) => (State::single(EMPTY), false),
+pub fn decide<'a>(stored: Option<&'a State>, req: &Request<'a>) -> Decision<'a> {
+    let first = judge(stored, req, 0);
+    let mut d = Decision {
+        allowed: first.allows(req.cost),
+        first,
+        stored,
+        req: *req,
     };
-    Decision {
-        allowed,
-        state,
-        judged,
-        len: req.len,
-        now: req.now,
-        cost: req.cost,
-        keeps_others,
-    }
+    d.allowed = d.allowed && (1..req.limits.len()).all(|i| d.judge(i).allows(req.cost));
+    d
 }
 
-/// The key's state after an allowed request: the named windows with the cost counted,
-/// then the other windows the key holds, less those whose counts can no longer matter
-/// (two windows old at `now`) and, past `MAX_WINDOWS`, those with the oldest counts.
-fn next_state(stored: Option<&State>, judged: &[Judged], req: &Request) -> (State, bool) {
-    let mut list = [EMPTY; MAX_WINDOWS + MAX_WINDOWS];
-    let mut n = 0;
-    for j in judged {
-        list[n] = Counter {
-            unit: req.unit,
-            window: j.limit.window,
-            index: j.counts.index,
-            current: j.counts.current + req.cost,
-            previous: j.counts.previous,
-        };
-        n += 1;
-    }
-    let named = n;
-    let now_ms = u128::from(req.now) * u128::from(req.unit.millis());
-    for c in stored.map(State::counters).unwrap_or_default() {
-        let is_named = c.unit == req.unit && judged.iter().any(|j| j.limit.window == c.window);
-        let window_ms = u128::from(c.window) * u128::from(c.unit.millis());
-        if !is_named && c.newest_ms() + window_ms > now_ms {
-            list[n] = *c;
-            n += 1;
+/// Limit `i` of `req` judged on its own counter in `stored`.
+fn judge(stored: Option<&State>, req: &Request, i: usize) -> Judged {
+    let limit = req.limits[i];
+    let counter = stored.and_then(|s| s.find(req.unit, limit.window));
+    Judged::new(counter, limit, req.now)
+}
+
+impl Decision<'_> {
+    /// Limit `i` judged on its own counter.
+    fn judge(&self, i: usize) -> Judged {
+        match i {
+            0 => self.first,
+            _ => judge(self.stored, &self.req, i),
         }
     }
-    // Past the limit, drop the other windows whose newest counts are oldest.
-    list[named..n].sort_unstable_by_key(|c| std::cmp::Reverse(c.newest_ms()));
-    n = n.min(MAX_WINDOWS);
-    let keeps_others = n > named;
-    let kept = &mut list[..n];
-    kept.sort_unstable_by_key(Counter::sort_key);
-    let state = State::from_sorted(kept).unwrap_or_else(|| State::single(list[0]));
-    (state, keeps_others)
-}
 
-impl Decision {
-    /// Whether the state written keeps windows this call did not name (so the key's
-    /// expiry must not be shortened).
-    pub fn keeps_other_windows(&self) -> bool {
-        self.keeps_others
+    fn judged(&self) -> impl Iterator<Item = Judged> + '_ {
+        (0..self.req.limits.len()).map(|i| self.judge(i))
     }
 
-    fn judged(&self) -> &[Judged] {
-        &self.judged[..self.len]
+    /// The key's state after this (allowed) request: the named windows with the cost
+    /// counted, then the other windows the key holds, less those whose counts can no
+    /// longer matter (two windows old at `now`) and, past `MAX_WINDOWS`, those whose
+    /// newest counts are oldest. When it keeps windows the call did not name
+    /// (`counters().len() > limit_count()`), the key's expiry must not be shortened.
+    #[cfg(test)]
+    pub fn next_state(&self) -> State {
+        let mut out = State::default();
+        self.next_state_into(&mut out);
+        out
+    }
+
+    /// `next_state`, into a state the caller holds (no copy of the result).
+    pub fn next_state_into(&self, out: &mut State) {
+        let req = &self.req;
+        out.clear();
+        for j in self.judged() {
+            out.counters[out.len] = Counter {
+                unit: req.unit,
+                window: j.limit.window,
+                index: j.counts.index,
+                current: j.counts.current + req.cost,
+                previous: j.counts.previous,
+            };
+            out.len += 1;
+        }
+        let named = out.len;
+        let now_ms = req.now * req.unit.millis();
+        let is_other = |c: &Counter| {
+            let is_named = c.unit == req.unit && req.limits.iter().any(|l| l.window == c.window);
+            !is_named && !c.aged_out(now_ms)
+        };
+        let stored = self.stored.map(State::counters).unwrap_or_default();
+        if stored.iter().any(is_other) {
+            let mut others = [Counter::default(); MAX_WINDOWS];
+            let mut n = 0;
+            for c in stored.iter().filter(|c| is_other(c)) {
+                others[n] = *c;
+                n += 1;
+            }
+            others[..n].sort_unstable_by_key(|c| std::cmp::Reverse(c.newest_ms()));
+            for c in &others[..n.min(MAX_WINDOWS - named)] {
+                out.counters[out.len] = *c;
+                out.len += 1;
+            }
+        }
+        if out.len > 1 {
+            out.counters[..out.len].sort_unstable_by_key(Counter::sort_key);
+        }
     }
 
     /// The number of limits the call named.
     pub fn limit_count(&self) -> usize {
-        self.len
+        self.req.limits.len()
     }
 
     /// What limit `i` (in call order) reports.
     pub fn outcome(&self, i: usize) -> Outcome {
-        let j = &self.judged()[i];
-        let limit = j.limit.limit;
-        let count = if self.allowed {
-            j.est + self.cost
-        } else {
-            j.est
-        };
+        let j = self.judge(i);
+        let count = self.count_of(&j);
         Outcome {
             window: j.limit.window,
-            limit,
+            limit: j.limit.limit,
             count,
-            remaining: limit.saturating_sub(count),
-            retry_after: self.retry_after_of(j),
-            reset_after: self.reset_after_of(j),
+            remaining: j.limit.limit.saturating_sub(count),
+            retry_after: self.retry_after_of(&j),
+            reset_after: self.reset_after_of(&j),
+        }
+    }
+
+    /// The estimate plus the cost when the request was allowed, else the estimate.
+    fn count_of(&self, j: &Judged) -> u64 {
+        if self.allowed {
+            j.est + self.req.cost
+        } else {
+            j.est
         }
     }
 
     /// -1 when `j` alone allows the request or never can; else the units until it does.
     fn retry_after_of(&self, j: &Judged) -> i64 {
-        if j.allows(self.cost) || self.cost > j.limit.limit {
+        let cost = self.req.cost;
+        if j.allows(cost) || cost > j.limit.limit {
             return -1;
         }
         // Denied: nothing was written, so the counts are as judged.
-        self.units_until(j, j.counts, j.limit.limit - self.cost) as i64
+        self.units_until(j, j.counts, j.limit.limit - cost) as i64
     }
 
     fn reset_after_of(&self, j: &Judged) -> u64 {
         let after = if self.allowed {
             Counts {
-                current: j.counts.current + self.cost,
+                current: j.counts.current + self.req.cost,
                 ..j.counts
             }
         } else {
@@ -408,33 +433,34 @@ impl Decision {
     /// longest wait ("never" longest of all); when allowed, the one with the least
     /// remaining. Ties go to the first in call order.
     pub fn governing(&self) -> usize {
-        if self.len == 1 {
+        if self.limit_count() == 1 {
             return 0;
         }
-        let judged = self.judged();
-        if self.allowed {
-            let remaining = |j: &Judged| j.limit.limit - (j.est + self.cost);
-            let least = judged.iter().map(remaining).min().unwrap_or(0);
-            return judged
-                .iter()
-                .position(|j| remaining(j) == least)
-                .unwrap_or(0);
-        }
-        let wait = |j: &Judged| match self.retry_after_of(j) {
-            -1 => u64::MAX,
-            r => r as u64,
-        };
+        let cost = self.req.cost;
+        // (index, key): the first with the largest key wins.
         let mut best: Option<(usize, u64)> = None;
-        for (i, j) in judged.iter().enumerate() {
-            if j.allows(self.cost) {
+        for (i, j) in self.judged().enumerate() {
+            let key = if self.allowed {
+                // Least remaining first: allowed means est + cost <= limit.
+                u64::MAX - (j.limit.limit - (j.est + cost))
+            } else if j.allows(cost) {
                 continue;
-            }
-            let w = wait(j);
-            if best.is_none_or(|(_, b)| w > b) {
-                best = Some((i, w));
+            } else {
+                match self.retry_after_of(&j) {
+                    -1 => u64::MAX,
+                    r => r as u64,
+                }
+            };
+            if best.is_none_or(|(_, b)| key > b) {
+                best = Some((i, key));
             }
         }
         best.map_or(0, |(i, _)| i)
+    }
+
+    /// The governing limit's count: all a reply without DETAILS needs.
+    pub fn count(&self) -> u64 {
+        self.count_of(&self.judge(self.governing()))
     }
 
     /// Units until the same request would be allowed by every limit with no other
@@ -444,8 +470,8 @@ impl Decision {
             return -1;
         }
         let mut longest = -1;
-        for j in self.judged().iter().filter(|j| !j.allows(self.cost)) {
-            match self.retry_after_of(j) {
+        for j in self.judged().filter(|j| !j.allows(self.req.cost)) {
+            match self.retry_after_of(&j) {
                 -1 => return -1,
                 r => longest = longest.max(r),
             }
@@ -456,8 +482,7 @@ impl Decision {
     /// Units until every named window's estimate is 0 with no further traffic.
     pub fn reset_after(&self) -> u64 {
         self.judged()
-            .iter()
-            .map(|j| self.reset_after_of(j))
+            .map(|j| self.reset_after_of(&j))
             .max()
             .unwrap_or(0)
     }
@@ -469,7 +494,7 @@ impl Decision {
         if at == j.judged_at {
             0
         } else {
-            at - self.now
+            at - self.req.now
         }
     }
 }

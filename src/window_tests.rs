@@ -11,20 +11,22 @@ fn lim(limit: u64, window: u64) -> Limit {
 }
 
 /// One limit, in seconds, cost 1.
-fn req(limit: u64, window: u64, now: u64) -> Request {
+fn req(limit: u64, window: u64, now: u64) -> Request<'static> {
     multi(&[lim(limit, window)], Unit::Seconds, now, 1)
 }
 
-fn multi(limits: &[Limit], unit: Unit, now: u64, cost: u64) -> Request {
+/// A request owning its limits (leaked: a request borrows them, and tests are short).
+fn multi(limits: &[Limit], unit: Unit, now: u64, cost: u64) -> Request<'static> {
+    let limits: &'static [Limit] = Box::leak(limits.to_vec().into_boxed_slice());
     Request::new(limits, unit, now, cost).expect("1 to 8 limits")
 }
 
-fn with_cost(mut r: Request, cost: u64) -> Request {
+fn with_cost(mut r: Request<'static>, cost: u64) -> Request<'static> {
     r.cost = cost;
     r
 }
 
-fn at_time(mut r: Request, now: u64) -> Request {
+fn at_time(mut r: Request<'static>, now: u64) -> Request<'static> {
     r.now = now;
     r
 }
@@ -39,12 +41,7 @@ fn counter(unit: Unit, window: u64, index: u64, current: u64, previous: u64) -> 
     }
 }
 
-impl Decision {
-    /// The governing limit's count: the reply's second element.
-    fn count(&self) -> u64 {
-        self.outcome(self.governing()).count
-    }
-
+impl Decision<'_> {
     fn remaining(&self) -> u64 {
         self.outcome(self.governing()).remaining
     }
@@ -59,13 +56,55 @@ impl Decision {
     }
 }
 
-/// Runs one request against `state` and stores the new state when allowed.
-fn check(state: &mut Option<State>, r: &Request) -> Decision {
-    let d = decide(state.as_ref(), r);
-    if d.allowed {
-        *state = Some(d.state);
+/// What a decision answered, kept after the state it borrowed has changed.
+struct Seen {
+    allowed: bool,
+    count: u64,
+    remaining: u64,
+    retry_after: i64,
+    reset_after: u64,
+    outcomes: Vec<Outcome>,
+    governing: usize,
+}
+
+impl Seen {
+    fn count(&self) -> u64 {
+        self.count
     }
-    d
+    fn remaining(&self) -> u64 {
+        self.remaining
+    }
+    fn retry_after(&self) -> i64 {
+        self.retry_after
+    }
+    fn reset_after(&self) -> u64 {
+        self.reset_after
+    }
+    fn outcome(&self, i: usize) -> Outcome {
+        self.outcomes[i]
+    }
+    fn governing(&self) -> usize {
+        self.governing
+    }
+}
+
+/// Runs one request against `state` and stores the new state when allowed.
+fn check(state: &mut Option<State>, r: &Request) -> Seen {
+    let d = decide(state.as_ref(), r);
+    let seen = Seen {
+        allowed: d.allowed,
+        count: d.count(),
+        remaining: d.remaining(),
+        retry_after: d.retry_after(),
+        reset_after: d.reset_after(),
+        outcomes: (0..d.limit_count()).map(|i| d.outcome(i)).collect(),
+        governing: d.governing(),
+    };
+    let next = d.allowed.then(|| d.next_state());
+    if let Some(next) = next {
+        *state = Some(next);
+    }
+    seen
 }
 
 /// The only counter of a one-window state.
@@ -251,7 +290,7 @@ fn retry_after_and_reset_after_are_exact() {
         };
         let r = with_cost(req(limit, window, now), cost);
         let d = decide(Some(&state), &r);
-        let after = if d.allowed { d.state } else { state };
+        let after = if d.allowed { d.next_state() } else { state };
         let horizon = now.max(index * window) + 3 * window;
         let at = |t: u64| decide(Some(&after), &at_time(r, t));
         let reset = scan(now, horizon, |t| at(t).count_before(cost) == 0);
@@ -298,7 +337,7 @@ fn retry_after_is_exact_for_large_values() {
         let now = index * window + rng.range(0, window);
         let r = multi(&[lim(limit, window)], Unit::Millis, now, cost);
         let d = decide(Some(&state), &r);
-        let after = if d.allowed { d.state } else { state };
+        let after = if d.allowed { d.next_state() } else { state };
         let at = |t: u64| decide(Some(&after), &at_time(r, t));
         let reset = d.reset_after();
         assert!(reset <= 2 * window);
@@ -346,7 +385,7 @@ fn extremes_do_not_overflow() {
             assert_eq!(d.retry_after(), -1);
             // The cost sits in the current window until two windows on.
             assert_eq!(d.reset_after(), (index + 2) * window - now);
-            let c = d.state.counters()[0];
+            let c = d.next_state().counters()[0];
             assert_eq!((c.index, c.current, c.previous), (index, MAX_VALUE, 0));
         }
     }
@@ -443,7 +482,7 @@ fn several_limits_match_the_per_window_seed_reference() {
     assert!(several_denying > 300, "several denying {several_denying}");
 }
 
-fn outcome_array(d: &Decision, i: usize) -> [i64; 6] {
+fn outcome_array(d: &Seen, i: usize) -> [i64; 6] {
     let o = d.outcome(i);
     [
         o.window as i64,
@@ -523,21 +562,28 @@ fn aged_out_windows_are_dropped_and_at_most_eight_are_kept() {
     // The named windows are never dropped, even when all eight are new.
     let eight: Vec<Limit> = (20..28).map(|w| lim(100, w)).collect();
     let d = decide(Some(&st), &multi(&eight, Unit::Seconds, 1005, 1));
-    let windows: Vec<u64> = d.state.counters().iter().map(|c| c.window).collect();
+    let next = d.next_state();
+    let windows: Vec<u64> = next.counters().iter().map(|c| c.window).collect();
     assert_eq!(windows, (20..28).collect::<Vec<_>>());
-    assert!(!d.keeps_other_windows());
 }
 
 #[test]
-fn keeps_other_windows_says_when_the_expiry_must_not_shrink() {
+fn next_state_says_when_other_windows_are_kept() {
+    // Whether the state written keeps windows the call did not name: then the key's
+    // expiry must not shrink.
     let mut s = None;
-    assert!(!check(&mut s, &req(5, 3600, 0)).keeps_other_windows());
-    assert!(check(&mut s, &req(5, 1, 0)).keeps_other_windows());
-    assert!(!check(
-        &mut s,
+    let keeps = |s: &Option<State>, r: &Request| {
+        let d = decide(s.as_ref(), r);
+        d.next_state().counters().len() > d.limit_count()
+    };
+    assert!(!keeps(&s, &req(5, 3600, 0)));
+    check(&mut s, &req(5, 3600, 0));
+    assert!(keeps(&s, &req(5, 1, 0)));
+    check(&mut s, &req(5, 1, 0));
+    assert!(!keeps(
+        &s,
         &multi(&[lim(5, 1), lim(5, 3600)], Unit::Seconds, 0, 1)
-    )
-    .keeps_other_windows());
+    ));
 }
 
 #[test]

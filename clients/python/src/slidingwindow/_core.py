@@ -1,17 +1,46 @@
-"""What the sync and asyncio limiters share: argument building and configuration."""
+"""What the sync and asyncio limiters share: commands as values, configuration, waiting.
+
+Each public method builds a `Command` here (its arguments, how to read the reply, what to
+answer without Redis); the two limiters only differ in how they send it.
+"""
 
 from __future__ import annotations
 
 import logging
-from typing import Generic, Optional, TypeVar, Union
+from dataclasses import dataclass
+from typing import Any, Callable, Generic, Optional, Sequence, TypeVar, Union
 
-from .failure import ErrorHook, FailurePolicy
+from .failure import Circuit, ErrorHook, Gate
+from .rates import Rate, parse_limits
+from .result import MultiLimitResult, RateLimitResult
 
 CHECK = "SLIDINGWINDOW.CHECK"
 PEEK = "SLIDINGWINDOW.PEEK"
 
 Arg = Union[str, int]
+# Several limits: a rate string ("10/second;1000/hour"), or Rates, or (limit, window) pairs.
+Limits = Union[str, Sequence[Union[Rate, tuple[int, int]]]]
 ClientT = TypeVar("ClientT")
+T = TypeVar("T")
+
+
+def _check_ints(**values: int) -> None:
+    # Types are checked here so a typo fails before any I/O; ranges are the module's job.
+    for name, value in values.items():
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"{name} must be an int, got {value!r}")
+
+
+def as_pairs(limits: Limits, ms: bool) -> list[tuple[int, int]]:
+    """(limit, window) pairs, in order, from any form `Limits` allows."""
+    if isinstance(limits, str):
+        if ms:
+            raise ValueError("rate strings are in seconds: give (limit, window) pairs with ms")
+        limits = parse_limits(limits)
+    pairs = [(r.limit, r.window) if isinstance(r, Rate) else (r[0], r[1]) for r in limits]
+    if not pairs:
+        raise ValueError("no limit given")
+    return pairs
 
 
 def command_args(
@@ -24,14 +53,16 @@ def command_args(
     cost: int,
     ms: bool,
     details: bool,
+    more: Sequence[tuple[int, int]] = (),
 ) -> list[Arg]:
-    """The argument vector; checks types here so a typo fails before any I/O."""
-    for name, value in (("limit", limit), ("window", window), ("cost", cost)):
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise TypeError(f"{name} must be an int, got {value!r}")
+    """The argument vector of one CHECK or PEEK; `more` limits go as `LIMIT limit window`."""
+    _check_ints(limit=limit, window=window, cost=cost)
     args: list[Arg] = [command, key, limit, window]
     if now is not None:
         args.append(int(now))
+    for extra_limit, extra_window in more:
+        _check_ints(limit=extra_limit, window=extra_window)
+        args += ["LIMIT", extra_limit, extra_window]
     if cost != 1:
         args += ["COST", cost]
     if ms:
@@ -41,14 +72,33 @@ def command_args(
     return args
 
 
+@dataclass(frozen=True)
+class Command(Generic[T]):
+    """One call: `args` (the key is args[1]), `read` turns the reply into the answer, and
+    `without_redis(allowed)` is the answer during an outage."""
+
+    args: Sequence[Arg]
+    read: Callable[[Any], T]
+    without_redis: Callable[[bool], T]
+
+
+def _read_is_allowed(reply: Any) -> tuple[bool, int]:
+    return int(reply[0]) == 1, int(reply[1])
+
+
+def _is_allowed_without_redis(allowed: bool) -> tuple[bool, int]:
+    return allowed, 0
+
+
 class LimiterBase(Generic[ClientT]):
-    """The client, key naming and failure handling, common to both limiters.
+    """The client, key naming and outage handling, common to both limiters.
 
     prefix: put before every client id to make the Redis key (`rate:<client_id>`).
     fail_open: allow requests while Redis is unavailable (default); False denies them.
-    on_error: called with the exception on every such failure (e.g. to count them).
-    warn_interval: seconds between two warnings about the outage (logged once, not per request).
-    logger: where the warning goes (default: logging.getLogger("slidingwindow")).
+    on_error: called with the exception of every call to Redis that failed with an outage
+        error (e.g. to count them).
+    probe_interval: during an outage, seconds between two background probes.
+    logger: where the outage and recovery lines go (default: logging "slidingwindow").
     """
 
     def __init__(
@@ -58,17 +108,80 @@ class LimiterBase(Generic[ClientT]):
         prefix: str = "rate:",
         fail_open: bool = True,
         on_error: Optional[ErrorHook] = None,
-        warn_interval: float = 60.0,
+        probe_interval: float = 1.0,
         logger: Optional[logging.Logger] = None,
     ) -> None:
         self.redis = redis_client
         self.prefix = prefix
-        self.failure = FailurePolicy(fail_open, on_error, warn_interval, logger)
+        self.circuit = Circuit(fail_open, on_error, probe_interval, logger)
 
     @property
     def fail_open(self) -> bool:
-        return self.failure.fail_open
+        return self.circuit.fail_open
 
     def key(self, client_id: str) -> str:
         # One Redis key per identity: the module keeps both windows' counts in it.
         return f"{self.prefix}{client_id}"
+
+    def _gate(self, command: Command[T]) -> Optional[T]:
+        """None: make the call. During an outage, the answer without Redis (and a probe
+        started in the background when one is due)."""
+        gate = self.circuit.gate()
+        if gate is Gate.CALL:
+            return None
+        if gate is Gate.PROBE:
+            self._start_probe(command.args)
+        return command.without_redis(self.fail_open)
+
+    def _failed(self, exc: Exception, command: Command[T]) -> T:
+        """The answer after a failed call, or `exc` raised when it is no outage."""
+        if not self.circuit.failed(exc):
+            raise exc
+        return command.without_redis(self.fail_open)
+
+    def _start_probe(self, args: Sequence[Any]) -> None:
+        raise NotImplementedError  # a thread (sync) or a task (asyncio)
+
+    def _is_allowed_command(
+        self, client_id: str, limit: int, window_seconds: int, now: Optional[int]
+    ) -> Command[tuple[bool, int]]:
+        args = command_args(CHECK, self.key(client_id), limit, window_seconds, now=now,
+                            cost=1, ms=False, details=False)
+        return Command(args, _read_is_allowed, _is_allowed_without_redis)
+
+    def _decide_command(
+        self, command: str, client_id: str, limit: int, window: int, cost: int, ms: bool,
+        now: Optional[int],
+    ) -> Command[RateLimitResult]:
+        args = command_args(command, self.key(client_id), limit, window, now=now, cost=cost,
+                            ms=ms, details=True)
+        return Command(
+            args,
+            lambda reply: RateLimitResult.from_reply(reply, window, ms),
+            lambda allowed: RateLimitResult.unavailable(allowed, limit, window, ms),
+        )
+
+    def _limits_command(
+        self, command: str, client_id: str, limits: Limits, cost: int, ms: bool,
+        now: Optional[int],
+    ) -> Command[MultiLimitResult]:
+        pairs = as_pairs(limits, ms)
+        (limit, window), more = pairs[0], pairs[1:]
+        args = command_args(command, self.key(client_id), limit, window, now=now, cost=cost,
+                            ms=ms, details=True, more=more)
+        windows = [w for _, w in pairs]
+        return Command(
+            args,
+            lambda reply: MultiLimitResult.from_reply(reply, windows, cost, ms),
+            lambda allowed: MultiLimitResult.unavailable(allowed, pairs, ms),
+        )
+
+
+def pause_before_retry(result: RateLimitResult, remaining: float) -> Optional[float]:
+    """For `wait`: seconds to sleep before trying again, or None to return `result` now
+    (allowed; never possible, cost > limit; answered without Redis; no time left).
+    The sleep is the exact retry_after, cut to the time left."""
+    if result.allowed or result.degraded or result.retry_after < 0 or remaining <= 0:
+        return None
+    unit = 0.001 if result.ms else 1.0
+    return min(result.retry_after * unit, remaining)

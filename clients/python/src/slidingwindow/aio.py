@@ -1,15 +1,18 @@
 """The asyncio twin, for redis.asyncio.Redis and redis.asyncio.cluster.RedisCluster.
 
-Same methods, same answers as `SlidingWindowRateLimiter`, awaited.
+Same methods, same answers as `SlidingWindowRateLimiter`, awaited; the outage handling is
+the same circuit, with probes run as tasks of the running loop.
 """
 
 from __future__ import annotations
 
-from typing import Any, Optional, Protocol
+import asyncio
+import time
+from typing import Any, Optional, Protocol, Sequence
 
-from ._core import CHECK, PEEK, LimiterBase, command_args
-from .failure import is_unavailable
-from .result import RateLimitResult
+from ._core import CHECK, PEEK, Command, LimiterBase, Limits, T, pause_before_retry
+from .probe import probe_async
+from .result import MultiLimitResult, RateLimitResult
 
 
 class AsyncClient(Protocol):
@@ -19,7 +22,9 @@ class AsyncClient(Protocol):
 
 
 class AsyncSlidingWindowRateLimiter(LimiterBase[AsyncClient]):
-    """`SlidingWindowRateLimiter` for asyncio clients; see there."""
+    """`SlidingWindowRateLimiter` for asyncio clients; see there for each method."""
+
+    _probe_task: Optional[asyncio.Task[None]] = None
 
     async def is_allowed(
         self,
@@ -29,16 +34,7 @@ class AsyncSlidingWindowRateLimiter(LimiterBase[AsyncClient]):
         *,
         now: Optional[int] = None,
     ) -> tuple[bool, int]:
-        """(allowed, count): count is the estimate including this request when allowed,
-        the estimate when denied. `now` (Unix seconds) defaults to the server's clock."""
-        args = command_args(
-            CHECK, self.key(client_id), limit, window_seconds, now=now, cost=1, ms=False,
-            details=False,
-        )
-        reply = await self._call(args)
-        if reply is None:
-            return self.fail_open, 0
-        return bool(int(reply[0]) == 1), int(reply[1])
+        return await self._run(self._is_allowed_command(client_id, limit, window_seconds, now))
 
     async def check(
         self,
@@ -50,9 +46,8 @@ class AsyncSlidingWindowRateLimiter(LimiterBase[AsyncClient]):
         ms: bool = False,
         now: Optional[int] = None,
     ) -> RateLimitResult:
-        """Counts the request (`cost` units of quota) when allowed. `window` and `now` are
-        in seconds, or milliseconds when `ms`; `now` defaults to the server's clock."""
-        return await self._decide(CHECK, client_id, limit, window, cost, ms, now)
+        return await self._run(
+            self._decide_command(CHECK, client_id, limit, window, cost, ms, now))
 
     async def peek(
         self,
@@ -64,29 +59,76 @@ class AsyncSlidingWindowRateLimiter(LimiterBase[AsyncClient]):
         ms: bool = False,
         now: Optional[int] = None,
     ) -> RateLimitResult:
-        """What `check` would answer, changing nothing (read-only: runs on replicas)."""
-        return await self._decide(PEEK, client_id, limit, window, cost, ms, now)
+        return await self._run(
+            self._decide_command(PEEK, client_id, limit, window, cost, ms, now))
 
-    async def _decide(
-        self, command: str, client_id: str, limit: int, window: int, cost: int, ms: bool,
-        now: Optional[int],
+    async def check_limits(
+        self,
+        client_id: str,
+        limits: Limits,
+        *,
+        cost: int = 1,
+        ms: bool = False,
+        now: Optional[int] = None,
+    ) -> MultiLimitResult:
+        return await self._run(self._limits_command(CHECK, client_id, limits, cost, ms, now))
+
+    async def peek_limits(
+        self,
+        client_id: str,
+        limits: Limits,
+        *,
+        cost: int = 1,
+        ms: bool = False,
+        now: Optional[int] = None,
+    ) -> MultiLimitResult:
+        return await self._run(self._limits_command(PEEK, client_id, limits, cost, ms, now))
+
+    async def wait(
+        self,
+        client_id: str,
+        limit: int,
+        window: int,
+        *,
+        timeout: float,
+        cost: int = 1,
+        ms: bool = False,
     ) -> RateLimitResult:
-        args = command_args(
-            command, self.key(client_id), limit, window, now=now, cost=cost, ms=ms, details=True
-        )
-        reply = await self._call(args)
-        if reply is None:
-            return RateLimitResult.unavailable(self.fail_open, limit, window, ms)
-        return RateLimitResult.from_reply(reply, window, ms)
+        deadline = time.monotonic() + timeout
+        while True:
+            result = await self.check(client_id, limit, window, cost=cost, ms=ms)
+            pause = pause_before_retry(result, deadline - time.monotonic())
+            if pause is None:
+                return result
+            await asyncio.sleep(pause)
 
-    async def _call(self, args: list[Any]) -> Optional[Any]:
-        """The reply, or None when Redis is unavailable (already logged and hooked)."""
+    async def acquire(
+        self, client_id: str, limit: int, window: int, *, timeout: float, cost: int = 1,
+        ms: bool = False,
+    ) -> bool:
+        result = await self.wait(client_id, limit, window, timeout=timeout, cost=cost, ms=ms)
+        return result.allowed
+
+    async def _run(self, command: Command[T]) -> T:
+        answer = self._gate(command)
+        if answer is not None:
+            return answer
         try:
-            reply = await self.redis.execute_command(*args)
+            reply = await self.redis.execute_command(*command.args)
         except Exception as exc:
-            if not is_unavailable(exc):
-                raise
-            self.failure.failed(exc)
-            return None
-        self.failure.succeeded()
-        return reply
+            return self._failed(exc, command)
+        return command.read(reply)
+
+    def _start_probe(self, args: Sequence[Any]) -> None:
+        async def probe() -> None:
+            try:
+                await probe_async(self.redis, args)
+            except BaseException as exc:  # CancelledError too: the next one may start
+                self.circuit.probed(exc)
+                if isinstance(exc, asyncio.CancelledError):
+                    raise
+            else:
+                self.circuit.probed(None)
+
+        # Kept referenced until done: the loop holds tasks only weakly.
+        self._probe_task = asyncio.get_running_loop().create_task(probe())

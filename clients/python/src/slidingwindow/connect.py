@@ -5,9 +5,9 @@ timeout (a hung server hangs the API) and up to 10 retries with backoff. A limit
 should give up fast and fail open instead.
 
 A single server gets a *blocking* pool: past `max_connections`, a request waits up to
-`pool_timeout` for a connection. A plain pool raises MaxConnectionsError at once, which
-fail-open would turn into "allowed": a burst of concurrent requests would then bypass the
-limit exactly when it matters.
+`pool_timeout` for a connection. A plain pool raises MaxConnectionsError at once; the
+limiter raises it too (the pool is full, Redis is fine: failing open would let a burst of
+concurrent requests bypass the limit exactly when it matters), so a burst would get errors.
 """
 
 from __future__ import annotations

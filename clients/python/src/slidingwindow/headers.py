@@ -12,11 +12,16 @@ RateLimit              `"name";r=<remaining>;t=<seconds>`: t is when more quota 
 
 Seconds are whole and never early: with second windows they are the module's numbers;
 with millisecond windows they are rounded UP (1001 ms -> 2 s).
+
+Several limits (`limits_headers`): RateLimit-Policy and RateLimit list one item per limit
+(draft-ietf-httpapi-ratelimit-headers-11 takes lists), named `"<policy>/<window>s"`;
+X-RateLimit-* speak for the governing limit; Retry-After is the summary's: when every
+limit allows the same request again.
 """
 
 from __future__ import annotations
 
-from .result import RateLimitResult
+from .result import MultiLimitResult, RateLimitResult
 
 
 def sf_string(value: str) -> str:
@@ -31,21 +36,56 @@ def policy_header(name: str, limit: int, window_seconds: int) -> str:
     return f"{sf_string(name)};q={limit};w={window_seconds}"
 
 
+def _more_quota(result: RateLimitResult) -> int:
+    """RateLimit's `t`: seconds until more quota: on a denial Retry-After's value (when
+    there is one), otherwise until the window is empty."""
+    retry = result.retry_after_seconds
+    return retry if retry is not None else result.reset_after_seconds
+
+
+def _x_headers(result: RateLimitResult) -> dict[str, str]:
+    return {
+        "X-RateLimit-Limit": str(result.limit),
+        "X-RateLimit-Remaining": str(result.remaining),
+        "X-RateLimit-Reset": str(result.reset_after_seconds),
+    }
+
+
+def _with_retry(headers: dict[str, str], summary: RateLimitResult) -> dict[str, str]:
+    retry = summary.retry_after_seconds  # None when allowed, or when it never will be
+    if retry is not None:
+        headers["Retry-After"] = str(retry)
+    return headers
+
+
 def rate_limit_headers(result: RateLimitResult, policy: str = "default") -> dict[str, str]:
     """The headers for `result`, by name. Empty for a degraded result (Redis was not
     asked, so there is nothing true to say)."""
     if result.degraded:
         return {}
-    reset = result.reset_after_seconds
-    retry = result.retry_after_seconds  # None when allowed, or when it never will be
-    more_quota = retry if retry is not None else reset
-    headers = {
-        "X-RateLimit-Limit": str(result.limit),
-        "X-RateLimit-Remaining": str(result.remaining),
-        "X-RateLimit-Reset": str(reset),
+    return _with_retry({
+        **_x_headers(result),
         "RateLimit-Policy": policy_header(policy, result.limit, result.window_seconds),
-        "RateLimit": f"{sf_string(policy)};r={result.remaining};t={more_quota}",
-    }
-    if retry is not None:
-        headers["Retry-After"] = str(retry)
-    return headers
+        "RateLimit": f"{sf_string(policy)};r={result.remaining};t={_more_quota(result)}",
+    }, result)
+
+
+def limit_name(policy: str, result: RateLimitResult) -> str:
+    """The name of one of several limits in the RateLimit fields: `api/60s`, `api/500ms`."""
+    return f"{policy}/{result.window}{'ms' if result.ms else 's'}"
+
+
+def limits_headers(result: MultiLimitResult, policy: str = "default") -> dict[str, str]:
+    """The headers for a decision on several limits (one limit: as rate_limit_headers)."""
+    if len(result.limits) == 1:
+        return rate_limit_headers(result.summary, policy)
+    if result.degraded:
+        return {}
+    names = [sf_string(limit_name(policy, r)) for r in result.limits]
+    return _with_retry({
+        **_x_headers(result.governing_result),
+        "RateLimit-Policy": ", ".join(
+            f"{name};q={r.limit};w={r.window_seconds}" for name, r in zip(names, result.limits)),
+        "RateLimit": ", ".join(
+            f"{name};r={r.remaining};t={_more_quota(r)}" for name, r in zip(names, result.limits)),
+    }, result.summary)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional, Protocol
+import threading
+import time
+from typing import Any, Optional, Protocol, Sequence
 
-from ._core import CHECK, PEEK, LimiterBase, command_args
-from .failure import is_unavailable
-from .result import RateLimitResult
+from ._core import CHECK, PEEK, Command, LimiterBase, Limits, T, pause_before_retry
+from .probe import probe_sync
+from .result import MultiLimitResult, RateLimitResult
 
 
 class SyncClient(Protocol):
@@ -20,9 +22,9 @@ class SlidingWindowRateLimiter(LimiterBase[SyncClient]):
 
     Drop-in for the seed's class: `is_allowed(client_id, limit, window_seconds)` answers
     the same, but needs no Lua script and keeps one key per client (`<prefix><client_id>`),
-    so it also works on a Redis Cluster. Give the client a short socket timeout (see
-    `slidingwindow.connect`): while Redis is unreachable, requests are allowed
-    (fail-open) unless `fail_open=False`.
+    so it also works on a Redis Cluster. While Redis is unavailable, calls are answered at
+    once, allowed (fail-open) unless `fail_open=False`, whatever the client's own timeouts
+    and retries; see `LimiterBase` for the options.
     """
 
     def is_allowed(
@@ -34,15 +36,9 @@ class SlidingWindowRateLimiter(LimiterBase[SyncClient]):
         now: Optional[int] = None,
     ) -> tuple[bool, int]:
         """(allowed, count): count is the estimate including this request when allowed,
-        the estimate when denied. `now` (Unix seconds) defaults to the server's clock."""
-        args = command_args(
-            CHECK, self.key(client_id), limit, window_seconds, now=now, cost=1, ms=False,
-            details=False,
-        )
-        reply = self._call(args)
-        if reply is None:
-            return self.fail_open, 0
-        return bool(int(reply[0]) == 1), int(reply[1])
+        the estimate when denied. `now` (Unix seconds) defaults to the server's clock.
+        During an outage: (fail_open, 0)."""
+        return self._run(self._is_allowed_command(client_id, limit, window_seconds, now))
 
     def check(
         self,
@@ -56,7 +52,7 @@ class SlidingWindowRateLimiter(LimiterBase[SyncClient]):
     ) -> RateLimitResult:
         """Counts the request (`cost` units of quota) when allowed. `window` and `now` are
         in seconds, or milliseconds when `ms`; `now` defaults to the server's clock."""
-        return self._decide(CHECK, client_id, limit, window, cost, ms, now)
+        return self._run(self._decide_command(CHECK, client_id, limit, window, cost, ms, now))
 
     def peek(
         self,
@@ -69,28 +65,83 @@ class SlidingWindowRateLimiter(LimiterBase[SyncClient]):
         now: Optional[int] = None,
     ) -> RateLimitResult:
         """What `check` would answer, changing nothing (read-only: runs on replicas)."""
-        return self._decide(PEEK, client_id, limit, window, cost, ms, now)
+        return self._run(self._decide_command(PEEK, client_id, limit, window, cost, ms, now))
 
-    def _decide(
-        self, command: str, client_id: str, limit: int, window: int, cost: int, ms: bool,
-        now: Optional[int],
+    def check_limits(
+        self,
+        client_id: str,
+        limits: Limits,
+        *,
+        cost: int = 1,
+        ms: bool = False,
+        now: Optional[int] = None,
+    ) -> MultiLimitResult:
+        """Several limits in one command, all or nothing: allowed when every limit allows,
+        and then `cost` counts in each. `limits`: "10/second;1000/hour", Rates, or
+        (limit, window) pairs (windows in ms with `ms`). One key holds every window."""
+        return self._run(self._limits_command(CHECK, client_id, limits, cost, ms, now))
+
+    def peek_limits(
+        self,
+        client_id: str,
+        limits: Limits,
+        *,
+        cost: int = 1,
+        ms: bool = False,
+        now: Optional[int] = None,
+    ) -> MultiLimitResult:
+        """What `check_limits` would answer, changing nothing."""
+        return self._run(self._limits_command(PEEK, client_id, limits, cost, ms, now))
+
+    def wait(
+        self,
+        client_id: str,
+        limit: int,
+        window: int,
+        *,
+        timeout: float,
+        cost: int = 1,
+        ms: bool = False,
     ) -> RateLimitResult:
-        args = command_args(
-            command, self.key(client_id), limit, window, now=now, cost=cost, ms=ms, details=True
-        )
-        reply = self._call(args)
-        if reply is None:
-            return RateLimitResult.unavailable(self.fail_open, limit, window, ms)
-        return RateLimitResult.from_reply(reply, window, ms)
+        """`check`, and while denied, sleep exactly its retry_after (never past `timeout`
+        seconds from now) and check again. Returns the last result: allowed, or denied at
+        the timeout, or at once when it can never pass (cost > limit) or Redis is down
+        with fail-closed. Not a fair queue: concurrent waiters race at each retry."""
+        deadline = time.monotonic() + timeout
+        while True:
+            result = self.check(client_id, limit, window, cost=cost, ms=ms)
+            pause = pause_before_retry(result, deadline - time.monotonic())
+            if pause is None:
+                return result
+            time.sleep(pause)
 
-    def _call(self, args: list[Any]) -> Optional[Any]:
-        """The reply, or None when Redis is unavailable (already logged and hooked)."""
+    def acquire(
+        self, client_id: str, limit: int, window: int, *, timeout: float, cost: int = 1,
+        ms: bool = False,
+    ) -> bool:
+        """`wait(...).allowed`."""
+        return self.wait(client_id, limit, window, timeout=timeout, cost=cost, ms=ms).allowed
+
+    def _run(self, command: Command[T]) -> T:
+        answer = self._gate(command)
+        if answer is not None:
+            return answer
         try:
-            reply = self.redis.execute_command(*args)
+            reply = self.redis.execute_command(*command.args)
         except Exception as exc:
-            if not is_unavailable(exc):
-                raise
-            self.failure.failed(exc)
-            return None
-        self.failure.succeeded()
-        return reply
+            return self._failed(exc, command)
+        return command.read(reply)
+
+    def _start_probe(self, args: Sequence[Any]) -> None:
+        def probe() -> None:
+            try:
+                probe_sync(self.redis, args)
+            except BaseException as exc:
+                self.circuit.probed(exc)
+            else:
+                self.circuit.probed(None)
+
+        try:
+            threading.Thread(target=probe, name="slidingwindow-probe", daemon=True).start()
+        except RuntimeError as exc:  # no thread to be had: try again next interval
+            self.circuit.probed(exc)

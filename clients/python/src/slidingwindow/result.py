@@ -62,3 +62,85 @@ class RateLimitResult:
     def window_seconds(self) -> int:
         """The window in whole seconds, at least 1 (as RateLimit-Policy's `w` needs)."""
         return max(1, self._to_seconds(self.window))
+
+
+@dataclass(frozen=True)
+class MultiLimitResult:
+    """One decision on several limits at once (all must allow; then each counts).
+
+    `summary` is the reply's head: allowed, the governing limit's count, limit and
+    remaining, `retry_after` (-1 when allowed; else when every limit allows the same
+    request, or -1 if one never can) and `reset_after` (until every window is empty).
+    `limits` has each limit's own result in call order (`allowed` there: that limit alone
+    would allow it). `governing` indexes the limit the summary speaks for: when denied,
+    the denying one with the longest wait ("never" longest), else the one with the fewest
+    remaining; ties go to the first.
+    """
+
+    summary: RateLimitResult
+    limits: tuple[RateLimitResult, ...]
+    governing: int
+
+    @property
+    def allowed(self) -> bool:
+        return self.summary.allowed
+
+    @property
+    def degraded(self) -> bool:
+        return self.summary.degraded
+
+    @property
+    def ms(self) -> bool:
+        return self.summary.ms
+
+    @property
+    def retry_after(self) -> int:
+        return self.summary.retry_after
+
+    @property
+    def governing_result(self) -> RateLimitResult:
+        return self.limits[self.governing]
+
+    @classmethod
+    def from_reply(
+        cls, reply: Sequence[Any], windows: Sequence[int], cost: int, ms: bool
+    ) -> MultiLimitResult:
+        """From a DETAILS reply: 6 elements for one limit, a 7th (one array per limit,
+        `[window, limit, count, remaining, retry_after, reset_after]`) for several."""
+        if len(windows) == 1:
+            single = RateLimitResult.from_reply(reply, windows[0], ms)
+            return cls(single, (single,), 0)
+        if len(reply) != 7 or len(reply[6]) != len(windows):
+            raise ValueError(f"expected a 7-element DETAILS reply for {len(windows)} limits, "
+                             f"got {reply!r}")
+        allowed = int(reply[0]) == 1
+        limits = []
+        for item in reply[6]:
+            window, limit, count, remaining, retry_after, reset_after = (int(v) for v in item)
+            alone = allowed or (retry_after == -1 and cost <= limit)
+            limits.append(RateLimitResult(alone, count, limit, remaining, retry_after,
+                                          reset_after, window, ms))
+        governing = cls._governing(allowed, limits)
+        head = [int(v) for v in reply[:6]]
+        summary = RateLimitResult(allowed, head[1], head[2], head[3], head[4], head[5],
+                                  limits[governing].window, ms)
+        return cls(summary, tuple(limits), governing)
+
+    @staticmethod
+    def _governing(allowed: bool, limits: Sequence[RateLimitResult]) -> int:
+        if allowed:
+            return min(range(len(limits)), key=lambda i: (limits[i].remaining, i))
+        denying = [i for i, r in enumerate(limits) if not r.allowed]
+        never = [i for i in denying if limits[i].retry_after < 0]
+        if never:
+            return never[0]
+        return min(denying, key=lambda i: (-limits[i].retry_after, i))
+
+    @classmethod
+    def unavailable(
+        cls, allowed: bool, rates: Sequence[tuple[int, int]], ms: bool
+    ) -> MultiLimitResult:
+        """The placeholder of a call answered without Redis (see RateLimitResult)."""
+        limits = tuple(RateLimitResult.unavailable(allowed, limit, window, ms)
+                       for limit, window in rates)
+        return cls(limits[0], limits, 0)

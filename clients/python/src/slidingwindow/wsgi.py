@@ -1,0 +1,84 @@
+"""Rate limiting as WSGI middleware (Flask, Django, or any WSGI app).
+
+    from slidingwindow import SlidingWindowRateLimiter, connect
+    from slidingwindow.wsgi import Policy, RateLimitWSGIMiddleware, ScopeIdentity
+
+    app.wsgi_app = RateLimitWSGIMiddleware(          # Flask; Django: wrap `application`
+        app.wsgi_app,
+        limiter=SlidingWindowRateLimiter(connect("redis://127.0.0.1:6379")),
+        policies={"/api": Policy("api", 100, 60), "/health": None},
+        identity=ScopeIdentity(trusted_proxies=["10.0.0.0/8"]),
+    )
+
+The same policies, identities, headers, refusals and shadow mode as the ASGI middleware
+(both are built on `slidingwindow.middleware`). Paths are matched against PATH_INFO, the
+path inside the app. The identity function must be synchronous.
+"""
+
+from __future__ import annotations
+
+from http import HTTPStatus
+from types import TracebackType
+from typing import Any, Callable, Iterable, Optional, Union
+
+from .limiter import SlidingWindowRateLimiter
+from .middleware import (
+    MiddlewareBase,
+    Policy,
+    Refusal,
+    RequestIdentity,
+    ScopeIdentity,
+    by_ip,
+    header_api_key,
+    request_line,
+)
+
+__all__ = [
+    "Policy",
+    "RateLimitWSGIMiddleware",
+    "Refusal",
+    "RequestIdentity",
+    "ScopeIdentity",
+    "by_ip",
+    "header_api_key",
+]
+
+Environ = dict[str, Any]
+ExcInfo = Union[
+    tuple[type[BaseException], BaseException, Optional[TracebackType]], tuple[None, None, None]
+]
+StartResponse = Callable[..., Callable[[bytes], object]]
+WSGIApp = Callable[[Environ, StartResponse], Iterable[bytes]]
+
+
+def _status(code: int) -> str:
+    return f"{code} {HTTPStatus(code).phrase}"
+
+
+class RateLimitWSGIMiddleware(MiddlewareBase[WSGIApp, SlidingWindowRateLimiter]):
+    """WSGI middleware: limits the requests whose PATH_INFO matches a policy."""
+
+    def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
+        _, path = request_line(environ)
+        policy = self.guard.policy_for(path)
+        if policy is None:
+            return self.app(environ, start_response)
+        who = self.guard.identity_for(policy)(environ)
+        if not isinstance(who, str):
+            raise TypeError(f"a WSGI identity function must return a str, got {who!r}")
+        result = self.limiter.check_limits(
+            self.guard.client_id(policy, who), policy.limits, cost=policy.cost, ms=policy.ms)
+        refusal, headers = self.guard.verdict(environ, policy, who, result)
+        if refusal is not None:
+            start_response(_status(refusal.status), refusal.headers)
+            return [refusal.body]
+
+        def start_with_headers(
+            status: str, response_headers: list[tuple[str, str]],
+            exc_info: Optional[ExcInfo] = None,
+        ) -> Callable[[bytes], object]:
+            present = {k.lower() for k, _ in response_headers}
+            added = [h for h in headers if h[0].lower() not in present]  # the app's own win
+            return start_response(status, list(response_headers) + added, exc_info)
+
+        return self.app(environ, start_with_headers)

@@ -16,16 +16,11 @@ on_every_server!(
 
 /// Whether this server lets modules set ACL categories: every Valkey, Redis from 7.2.
 fn sets_categories(c: &mut redis::Connection) -> bool {
-    let info: String = redis::cmd("INFO").arg("server").query(c).unwrap();
-    let field = |name: &str| {
-        info.lines()
-            .find_map(|l| l.strip_prefix(name))
-            .map(|v| v.trim().to_string())
-    };
-    if field("valkey_version:").is_some() {
+    let server = info(c, "server");
+    if info_field(&server, "valkey_version").is_some() {
         return true;
     }
-    let version = field("redis_version:").expect("redis_version in INFO");
+    let version = info_field(&server, "redis_version").expect("redis_version in INFO");
     let mut parts = version.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
     let (major, minor) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
     (major, minor) >= (7, 2)

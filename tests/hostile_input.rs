@@ -144,7 +144,7 @@ fn case(rng: &mut Rng, word: &str) -> Vec<u8> {
 
 /// One hostile argument.
 fn token(rng: &mut Rng) -> Vec<u8> {
-    const SPECIAL: [&str; 40] = [
+    const SPECIAL: [&str; 41] = [
         "0",
         "1",
         "-1",
@@ -185,6 +185,7 @@ fn token(rng: &mut Rng) -> Vec<u8> {
         "EX",
         "PXAT",
         "*",
+        "LIMIT",
     ];
     match rng.range(0, 15) {
         0..=2 => rng.range(0, 100).to_string().into_bytes(),
@@ -197,7 +198,10 @@ fn token(rng: &mut Rng) -> Vec<u8> {
             .to_vec(),
         9 => case(rng, "COST"),
         10 => case(rng, "MS"),
-        11 => case(rng, "DETAILS"),
+        11 => {
+            let word = ["DETAILS", "LIMIT"][rng.range(0, 1) as usize];
+            case(rng, word)
+        }
         12 => (0..rng.range(0, 24))
             .map(|_| rng.next_u64() as u8)
             .collect(),
@@ -254,6 +258,20 @@ fn well_formed(rng: &mut Rng) -> Vec<Vec<u8>> {
     }
     if rng.range(0, 1) == 0 {
         options.push(vec![case(rng, "DETAILS")]);
+    }
+    // Up to two more limits, each with a window of its own.
+    let mut windows = vec![args[1].clone()];
+    for _ in 0..rng.range(0, 2) {
+        let window = pick(rng, 1, [100, 100_000, max_window])
+            .to_string()
+            .into_bytes();
+        if !windows.contains(&window) {
+            let limit = pick(rng, 0, [10, 1000, (1 << 53) - 1])
+                .to_string()
+                .into_bytes();
+            options.push(vec![case(rng, "LIMIT"), limit, window.clone()]);
+            windows.push(window);
+        }
     }
     while !options.is_empty() {
         let o = options.remove(rng.range(0, options.len() as u64 - 1) as usize);
@@ -340,9 +358,12 @@ fn vector(rng: &mut Rng) -> Vector {
     }
 }
 
-const KNOWN_ERRORS: [&str; 7] = [
+const KNOWN_ERRORS: [&str; 10] = [
     "wrong number of arguments",
     " must be an integer from ",
+    "LIMIT needs a limit and a window",
+    "two limits have the same window",
+    "limits per call (the positional one and each LIMIT)",
     "COST needs a value",
     "COST given more than once",
     "MS given more than once",
@@ -373,14 +394,36 @@ fn expired_in_batch(
     }
 }
 
-/// The window, in ms, of a call the module accepted (`args` after the key).
+fn ints(items: &[Value]) -> bool {
+    items.iter().all(|i| matches!(i, Value::Int(_)))
+}
+
+/// The shape of a CHECK or PEEK reply.
+fn well_shaped(items: &[Value]) -> bool {
+    match items.len() {
+        2 | 6 => ints(items),
+        7 => {
+            ints(&items[..6])
+                && matches!(&items[6], Value::Array(limits) if limits.len() >= 2
+                    && limits.iter().all(|l| matches!(l, Value::Array(o) if o.len() == 6 && ints(o))))
+        }
+        _ => false,
+    }
+}
+
+/// The longest window, in ms, of a call the module accepted (`args` after the key):
+/// the positional one or one of a LIMIT block.
 fn window_ms(args: &[Vec<u8>]) -> u64 {
-    let window: u64 = std::str::from_utf8(&args[1]).unwrap().parse().unwrap();
+    let number = |a: &[u8]| -> u64 { std::str::from_utf8(a).unwrap().parse().unwrap() };
+    let limits = (0..args.len()).filter(|&i| args[i].eq_ignore_ascii_case(b"LIMIT"));
+    let longest = limits
+        .map(|i| number(&args[i + 2]))
+        .fold(number(&args[1]), u64::max);
     let ms = args.iter().any(|a| a.eq_ignore_ascii_case(b"MS"));
     if ms {
-        window
+        longest
     } else {
-        window * 1000
+        longest * 1000
     }
 }
 
@@ -446,16 +489,9 @@ fn hostile(kind: Kind, seed: u64) {
                 Value::Array(items) => {
                     arrays += 1;
                     assert!(!foreign, "{}: success on a foreign key: {reply:?}", show());
-                    assert!(
-                        items.len() == 2 || items.len() == 6,
-                        "{}: {reply:?}",
-                        show()
-                    );
-                    assert!(
-                        items.iter().all(|i| matches!(i, Value::Int(_))),
-                        "{}: {reply:?}",
-                        show()
-                    );
+                    // 2 or 6 integers; with DETAILS and several limits, a 7th element:
+                    // one array of 6 integers per limit.
+                    assert!(well_shaped(items), "{}: {reply:?}", show());
                     assert!(
                         matches!(items[0], Value::Int(0) | Value::Int(1)),
                         "{}: {reply:?}",
@@ -491,7 +527,8 @@ fn hostile(kind: Kind, seed: u64) {
             let (Some(b), Some(a)) = (before, after) else {
                 continue;
             };
-            let gone = a == (Value::Nil, Value::Int(-2));
+            // Gone by the DUMP or by the PEXPIRETIME after it (either may see it expire).
+            let gone = a.0 == Value::Nil || a.1 == Value::Int(-2);
             let allowed_window = may_change.then(|| window_ms(&v.args));
             if gone && !foreign && expired_in_batch(&b.1, allowed_window, start, end) {
                 expired += 1;

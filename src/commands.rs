@@ -238,6 +238,14 @@ const PAIRS: &[u8; 200] = b"\
 6061626364656667686970717273747576777879\
 8081828384858687888990919293949596979899";
 
+/// Frees what `init_strings` made. Called when the server unloads the module.
+pub fn free_strings() {
+    let s = PXAT.swap(std::ptr::null_mut(), Relaxed);
+    if !s.is_null() {
+        unsafe { api!(RedisModule_FreeString)(std::ptr::null_mut(), s) };
+    }
+}
+
 /// `v` in decimal, in a stack buffer: no allocation, two digits at a time (this runs
 /// on every allowed CHECK, for the replicated expiry).
 fn decimal(mut v: u64, buf: &mut [u8; 20]) -> &[u8] {

@@ -184,6 +184,13 @@ fn init(ctx: &redis_module::Context, _args: &[redis_module::RedisString]) -> red
     }
 }
 
+/// MODULE UNLOAD, or a server that unloads modules at shutdown (Valkey 9.1).
+#[cfg(not(test))]
+fn deinit(_ctx: &redis_module::Context) -> redis_module::Status {
+    commands::free_strings();
+    redis_module::Status::Ok
+}
+
 // Left out of unit tests: its global allocator needs a running Redis.
 #[cfg(not(test))]
 redis_module::redis_module! {
@@ -192,5 +199,6 @@ redis_module::redis_module! {
     allocator: (redis_module::alloc::RedisAlloc, redis_module::alloc::RedisAlloc),
     data_types: [],
     init: init,
+    deinit: deinit,
     commands: [],
 }

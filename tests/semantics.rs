@@ -19,7 +19,7 @@ on_every_server!(
     replies_follow_the_seed_article,
     details_are_exact_and_agree_with_the_seed_script,
     a_clock_behind_the_keys_window_is_judged_at_its_start,
-    another_window_or_unit_starts_the_key_afresh,
+    another_window_or_unit_has_its_own_counts,
     the_server_clock_is_used_in_the_commands_unit_when_now_is_omitted,
     allowed_checks_expire_two_windows_later_and_denied_ones_write_nothing,
     peek_changes_nothing,
@@ -155,7 +155,7 @@ fn a_clock_behind_the_keys_window_is_judged_at_its_start(kind: Kind) {
     assert_eq!(b(111).peek(&mut c), [1, 4]); // 4 * 0.9 = 3.6
 }
 
-fn another_window_or_unit_starts_the_key_afresh(kind: Kind) {
+fn another_window_or_unit_has_its_own_counts(kind: Kind) {
     let s = Server::start(kind, &[]);
     let mut c = s.connection();
     let w = |window| sw("w").limit(2).window(window).now(1_000_000);
@@ -169,6 +169,10 @@ fn another_window_or_unit_starts_the_key_afresh(kind: Kind) {
     assert_eq!(support::call(&mut c, CHECK, &lower).unwrap(), [1, 2]);
     let mixed = ["w", "2", "1800000", "1000000", "Ms"];
     assert_eq!(support::call(&mut c, CHECK, &mixed).unwrap(), [0, 2]);
+    // The other windows kept their counts: the hour still refuses, the 1,800,000 s
+    // window still holds its one request.
+    assert_eq!(w(3_600).peek(&mut c), [0, 2]);
+    assert_eq!(w(1_800_000).peek(&mut c), [1, 2]);
 }
 
 /// With a window longer than the epoch, every `now` lies in window 0, and one request
@@ -250,7 +254,7 @@ fn peek_changes_nothing(kind: Kind) {
     let expiry = pexpiretime(&mut c, "p");
     for now in [100, 130, 170, 500, 10] {
         p(60, now).details().peek(&mut c);
-        p(61, now).peek(&mut c); // another window: would start afresh
+        p(61, now).peek(&mut c); // another window: would start a counter of its own
     }
     assert_eq!(get_raw(&mut c, "p"), bytes);
     assert_eq!(pexpiretime(&mut c, "p"), expiry);

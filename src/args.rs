@@ -20,6 +20,23 @@ pub struct Parsed {
     pub details: bool,
 }
 
+impl Default for Parsed {
+    /// No limit yet: what `parse_into` fills.
+    fn default() -> Parsed {
+        Parsed {
+            limits: [Limit {
+                limit: 0,
+                window: 1,
+            }; MAX_LIMITS],
+            len: 0,
+            unit: Unit::Seconds,
+            now: None,
+            cost: 1,
+            details: false,
+        }
+    }
+}
+
 impl Parsed {
     /// The limits in call order: the positional one first, then each LIMIT.
     pub fn limits(&self) -> &[Limit] {
@@ -157,6 +174,13 @@ fn window_in(arg: &[u8], unit: Unit) -> Result<u64, ArgError> {
     })
 }
 
+/// An unknown option, copied to name it in the reply: out of line, as it allocates.
+#[cold]
+#[inline(never)]
+fn unknown(opt: &[u8], expected: &'static str) -> ArgError {
+    ArgError::Unknown(opt.to_vec(), expected)
+}
+
 /// Sets a flag given at most once.
 fn set_once(flag: &mut bool, name: &'static str) -> Result<(), ArgError> {
     if *flag {
@@ -170,7 +194,15 @@ const CHECK_OPTIONS: &str = "LIMIT, COST, MS or DETAILS";
 
 /// Parses `limit window [now] [LIMIT limit window]... [COST cost] [MS] [DETAILS]` (the
 /// arguments after the key).
+#[cfg(test)]
 pub fn parse(args: &[&[u8]]) -> Result<Parsed, ArgError> {
+    let mut parsed = Parsed::default();
+    parse_into(args, &mut parsed).map(|()| parsed)
+}
+
+/// `parse`, into a `Parsed::default()` the caller holds: the handler's hot path, where
+/// returning the limits by value would copy them twice.
+pub fn parse_into(args: &[&[u8]], out: &mut Parsed) -> Result<(), ArgError> {
     let [limit, window, rest @ ..] = args else {
         return Err(ArgError::Arity);
     };
@@ -182,22 +214,19 @@ pub fn parse(args: &[&[u8]]) -> Result<Parsed, ArgError> {
     } else {
         Unit::Seconds
     };
-    let mut limits = [Limit {
-        limit: 0,
-        window: 1,
-    }; MAX_LIMITS];
-    let mut len = 0;
+    out.unit = unit;
+    out.now = now;
     let mut add = |limit: &[u8], window: &[u8]| -> Result<(), ArgError> {
-        if len == MAX_LIMITS {
+        if out.len == MAX_LIMITS {
             return Err(ArgError::TooManyLimits);
         }
         let limit = int_in(limit, "limit", 0, MAX_VALUE)?;
         let window = window_in(window, unit)?;
-        if limits[..len].iter().any(|l| l.window == window) {
+        if out.limits().iter().any(|l| l.window == window) {
             return Err(ArgError::SameWindow(window, unit));
         }
-        limits[len] = Limit { limit, window };
-        len += 1;
+        out.limits[out.len] = Limit { limit, window };
+        out.len += 1;
         Ok(())
     };
     add(limit, window)?;
@@ -230,17 +259,12 @@ pub fn parse(args: &[&[u8]]) -> Result<Parsed, ArgError> {
             set_once(&mut details, "DETAILS")?;
             i += 1;
         } else {
-            return Err(ArgError::Unknown(opt.to_vec(), CHECK_OPTIONS));
+            return Err(unknown(opt, CHECK_OPTIONS));
         }
     }
-    Ok(Parsed {
-        limits,
-        len,
-        unit,
-        now,
-        cost: cost.unwrap_or(1),
-        details,
-    })
+    out.cost = cost.unwrap_or(1);
+    out.details = details;
+    Ok(())
 }
 
 /// Parses `window [now] [MS]` (the arguments of COUNTS after the key).
@@ -252,7 +276,7 @@ pub fn parse_counts(args: &[&[u8]]) -> Result<CountsQuery, ArgError> {
     let mut millis = false;
     for &opt in options {
         if !is(opt, "MS") {
-            return Err(ArgError::Unknown(opt.to_vec(), "MS"));
+            return Err(unknown(opt, "MS"));
         }
         set_once(&mut millis, "MS")?;
     }

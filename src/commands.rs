@@ -5,8 +5,8 @@
 //! on the success path. Every handler runs inside `guarded`, so a panic becomes an
 //! ERR reply instead of aborting the server.
 
-use crate::args::{self, ArgError};
-use crate::encoding::{self, Encoded, MAX_LEN, MIN_LEN};
+use crate::args::{self, ArgError, Parsed};
+use crate::encoding::{self, Encoded, EncodedOne, MAX_LEN, MIN_LEN};
 use crate::stats;
 use crate::window::{self, Decision, State};
 use libc::{c_char, c_int, c_longlong};
@@ -113,9 +113,15 @@ fn parse_args<T>(
         }
         parse(&buf[..n])
     } else {
-        let all: Vec<&[u8]> = (2..argc).map(|i| unsafe { arg(argv, i) }).collect();
-        parse(&all)
+        parse(&many_args(argv, argc))
     }
+}
+
+/// The arguments after the key when they do not fit on the stack (many LIMITs).
+#[cold]
+#[inline(never)]
+fn many_args<'a>(argv: Argv, argc: usize) -> Vec<&'a [u8]> {
+    (2..argc).map(|i| unsafe { arg(argv, i) }).collect()
 }
 
 /// Replies with an argument error.
@@ -131,11 +137,12 @@ fn run(ctx: Ctx, argv: Argv, argc: c_int, mode: Mode) -> c_int {
         crate::fault::maybe_panic(unsafe { arg(argv, 1) });
     }
     let argc = argc.max(0) as usize;
-    let parsed = match parse_args(argv, argc, args::parse) {
-        Ok(p) if argc >= 4 => p,
-        Ok(_) => return reply_arg_error(ctx, &ArgError::Arity),
+    let mut parsed = Parsed::default();
+    match parse_args(argv, argc, |a| args::parse_into(a, &mut parsed)) {
+        Ok(()) if argc >= 4 => {}
+        Ok(()) => return reply_arg_error(ctx, &ArgError::Arity),
         Err(e) => return reply_arg_error(ctx, &e),
-    };
+    }
     // The clock is read once, and only when needed: for an omitted `now`, and for the
     // expiry of an allowed CHECK.
     let mut clock = Clock::default();
@@ -157,17 +164,39 @@ fn run(ctx: Ctx, argv: Argv, argc: c_int, mode: Mode) -> c_int {
     let decision = window::decide(stored, &request);
     if mode == Mode::Check && decision.allowed {
         let mut expire_at = clock.ms() + 2 * request.longest_window_ms();
-        let mut state = State::default();
-        decision.next_state_into(&mut state);
-        if state.counters().len() > decision.limit_count() {
-            // Longer windows the call did not name keep their later expiry.
-            expire_at = expire_at.max(key.expire_at(clock.ms()).unwrap_or(0));
-        }
-        key.write(&state, expire_at);
+        let (mut one, mut several);
+        let bytes = match decision.next_single() {
+            // The common case, one window before and after: no `State` to build, and
+            // a buffer for one counter only.
+            Some(c) => {
+                one = EncodedOne::default();
+                encoding::encode_one_into(&c, &mut one);
+                one.as_bytes()
+            }
+            None => {
+                several = Encoded::default();
+                if encode_next_state(&decision, &mut several) {
+                    // Longer windows the call did not name keep their later expiry.
+                    expire_at = expire_at.max(key.expire_at(clock.ms()).unwrap_or(0));
+                }
+                several.as_bytes()
+            }
+        };
+        key.write(bytes, expire_at);
     }
     drop(key);
     stats::record(mode == Mode::Peek, decision.allowed);
     reply(ctx, &decision, parsed.details)
+}
+
+/// Encodes the key's next state when it holds several windows; says whether it keeps
+/// windows the call did not name. Out of line, off the single-window path.
+#[inline(never)]
+fn encode_next_state(decision: &Decision, enc: &mut Encoded) -> bool {
+    let mut state = State::default();
+    decision.next_state_into(&mut state);
+    encoding::encode_into(&state, enc);
+    state.counters().len() > decision.limit_count()
 }
 
 /// SLIDINGWINDOW.COUNTS key window [now] [MS] -> [previous, current, elapsed].
@@ -291,6 +320,7 @@ impl Key {
     /// Decodes the state the key holds into `into`: `Ok(false)` when the key is
     /// missing, `Err` when it holds anything that is not a state (another type, or a
     /// string we did not write).
+    #[inline(always)]
     fn read(&mut self, into: &mut State) -> Result<bool, ()> {
         let kind = unsafe { api!(RedisModule_KeyType)(self.ptr) } as isize;
         if kind == raw::REDISMODULE_KEYTYPE_EMPTY {
@@ -336,12 +366,9 @@ impl Key {
         }
     }
 
-    /// Stores `state`, expiring at `expire_at_ms`, and tells replicas, the AOF, WATCH and
-    /// keyspace subscribers, as `SET key state PXAT expire_at_ms` would.
-    fn write(&self, state: &State, expire_at_ms: u64) {
-        let mut enc = Encoded::default();
-        encoding::encode_into(state, &mut enc);
-        let bytes = enc.as_bytes();
+    /// Stores `bytes` (an encoded state), expiring at `expire_at_ms`, and tells replicas,
+    /// the AOF, WATCH and keyspace subscribers, as `SET key bytes PXAT expire_at_ms` would.
+    fn write(&self, bytes: &[u8], expire_at_ms: u64) {
         unsafe {
             if self.len == bytes.len() {
                 // Same length (the common case): overwrite in place, no allocation.
@@ -401,14 +428,20 @@ impl Drop for Key {
 /// reset_after]`, the governing limit's figures, and with two or more limits a 7th
 /// element: each limit's `[window, limit, count, remaining, retry_after, reset_after]`.
 fn reply(ctx: Ctx, d: &Decision, details: bool) -> c_int {
-    let int = |v: i64| raw::reply_with_long_long(ctx, v);
-    let array = |n: usize| raw::reply_with_array(ctx, n as _);
     if !details {
-        array(2);
-        int(i64::from(d.allowed));
-        int(d.count() as i64);
+        raw::reply_with_array(ctx, 2);
+        raw::reply_with_long_long(ctx, i64::from(d.allowed));
+        raw::reply_with_long_long(ctx, d.count() as i64);
         return OK;
     }
+    reply_details(ctx, d)
+}
+
+/// The DETAILS reply: out of line, so a reply without it stays a few instructions.
+#[inline(never)]
+fn reply_details(ctx: Ctx, d: &Decision) -> c_int {
+    let int = |v: i64| raw::reply_with_long_long(ctx, v);
+    let array = |n: usize| raw::reply_with_array(ctx, n as _);
     let g = d.outcome(d.governing());
     let several = d.limit_count() > 1;
     array(if several { 7 } else { 6 });

@@ -36,23 +36,28 @@ const MAX_VARINT: usize = 8;
 const MAX_COUNTER: usize = 1 + 4 * MAX_VARINT;
 pub const MIN_LEN: usize = 2 + 4;
 pub const MAX_LEN: usize = 2 + MAX_WINDOWS * MAX_COUNTER;
+/// A version 1 state's bytes at most: the version byte and one counter.
+const ONE_LEN: usize = 1 + MAX_COUNTER;
 
-/// A fixed buffer: encoding never allocates.
-pub struct Encoded {
-    buf: [u8; MAX_LEN],
+/// A fixed buffer of `N` bytes: encoding never allocates. `Encoded` holds any state;
+/// `EncodedOne` one counter, and is all the single-window path initialises.
+pub struct Encoded<const N: usize = MAX_LEN> {
+    buf: [u8; N],
     len: usize,
 }
 
-impl Default for Encoded {
-    fn default() -> Encoded {
+pub type EncodedOne = Encoded<ONE_LEN>;
+
+impl<const N: usize> Default for Encoded<N> {
+    fn default() -> Encoded<N> {
         Encoded {
-            buf: [0; MAX_LEN],
+            buf: [0; N],
             len: 0,
         }
     }
 }
 
-impl Encoded {
+impl<const N: usize> Encoded<N> {
     pub fn as_bytes(&self) -> &[u8] {
         &self.buf[..self.len]
     }
@@ -86,19 +91,28 @@ pub fn encode(s: &State) -> Encoded {
 
 /// `s`'s bytes, into a buffer the caller holds (no copy of the result).
 pub fn encode_into(s: &State, out: &mut Encoded) {
-    out.len = 0;
     match s.counters() {
-        [one] => {
-            out.push(VERSION_1);
-            out.push_counter(one);
-        }
-        many => {
-            out.push(VERSION_2);
-            out.push(many.len() as u8);
-            for c in many {
-                out.push_counter(c);
-            }
-        }
+        [one] => encode_one_into(one, out),
+        many => encode_several(many, out),
+    }
+}
+
+/// A state of one counter (version 1), from the counter itself.
+pub fn encode_one_into<const N: usize>(c: &Counter, out: &mut Encoded<N>) {
+    const { assert!(N >= ONE_LEN) };
+    out.len = 0;
+    out.push(VERSION_1);
+    out.push_counter(c);
+}
+
+/// Version 2: out of line, off the single-window path.
+#[inline(never)]
+fn encode_several(many: &[Counter], out: &mut Encoded) {
+    out.len = 0;
+    out.push(VERSION_2);
+    out.push(many.len() as u8);
+    for c in many {
+        out.push_counter(c);
     }
 }
 
@@ -122,22 +136,39 @@ pub fn decode(bytes: &[u8]) -> Result<State, DecodeError> {
 }
 
 /// `decode`, into a state the caller holds (no copy of the result).
+#[inline(always)]
 pub fn decode_into(bytes: &[u8], out: &mut State) -> Result<(), DecodeError> {
     out.clear();
     if bytes.len() < MIN_LEN || bytes.len() > MAX_LEN {
         return Err(DecodeError::Length);
     }
-    let (n, mut rest) = match bytes[0] {
-        VERSION_1 => (1, &bytes[1..]),
-        VERSION_2 => match bytes[1] as usize {
-            n @ 2..=MAX_WINDOWS => (n, &bytes[2..]),
-            _ => return Err(DecodeError::Count),
-        },
-        _ => return Err(DecodeError::Version),
+    match bytes[0] {
+        VERSION_1 => {
+            let mut rest = &bytes[1..];
+            let counter = read_counter(&mut rest)?;
+            if !rest.is_empty() {
+                return Err(DecodeError::Trailing);
+            }
+            out.push(counter);
+            Ok(())
+        }
+        VERSION_2 => decode_several(bytes, out),
+        _ => Err(DecodeError::Version),
+    }
+}
+
+/// Version 2: out of line, off the single-window path.
+#[inline(never)]
+fn decode_several(bytes: &[u8], out: &mut State) -> Result<(), DecodeError> {
+    let n = match bytes[1] as usize {
+        n @ 2..=MAX_WINDOWS => n,
+        _ => return Err(DecodeError::Count),
     };
+    let mut rest = &bytes[2..];
     for _ in 0..n {
         let counter = read_counter(&mut rest)?;
         if !out.push(counter) {
+            out.clear();
             return Err(DecodeError::Order);
         }
     }
@@ -149,6 +180,7 @@ pub fn decode_into(bytes: &[u8], out: &mut State) -> Result<(), DecodeError> {
 }
 
 /// One counter (flags and four varints), taken from the front of `bytes`.
+#[inline(always)]
 fn read_counter(bytes: &mut &[u8]) -> Result<Counter, DecodeError> {
     let (&flags, rest) = bytes.split_first().ok_or(DecodeError::Varint)?;
     let unit = match flags {
@@ -175,6 +207,7 @@ fn read_counter(bytes: &mut &[u8]) -> Result<Counter, DecodeError> {
 }
 
 /// One shortest-form varint <= MAX_VALUE, taken from the front of `bytes`.
+#[inline(always)]
 fn read_varint(bytes: &mut &[u8]) -> Result<u64, DecodeError> {
     let b = *bytes;
     let mut v: u64 = 0;

@@ -92,28 +92,34 @@ impl Counter {
 /// What a key holds: 1 to `MAX_WINDOWS` counters, sorted by `(unit, window)`, no two
 /// with the same window and unit. `State::default()` holds none: a buffer to decode
 /// into, never written to a key.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct State {
-    counters: [Counter; MAX_WINDOWS],
-    len: usize,
+#[derive(Clone, Copy, Debug, Default)]
+pub struct State(Held);
+
+/// The counters, by how many: a key with one window (the common case) is held without
+/// initialising room for eight, so the single-window path stays small in stack and code.
+// As large as eight counters either way: the point is that `Empty` and `One` never
+// initialise the room for eight, not that they take less of it.
+#[allow(clippy::large_enum_variant)]
+#[derive(Clone, Copy, Debug, Default)]
+enum Held {
+    #[default]
+    Empty,
+    One(Counter),
+    Many([Counter; MAX_WINDOWS], usize),
 }
 
-impl Default for State {
-    fn default() -> State {
-        // All zeros: a memset, not a copy of a constant.
-        State {
-            counters: [Counter::default(); MAX_WINDOWS],
-            len: 0,
-        }
+impl PartialEq for State {
+    fn eq(&self, other: &State) -> bool {
+        self.counters() == other.counters()
     }
 }
+
+impl Eq for State {}
 
 impl State {
     #[cfg(test)]
     pub fn single(c: Counter) -> State {
-        let mut counters = [Counter::default(); MAX_WINDOWS];
-        counters[0] = c;
-        State { counters, len: 1 }
+        State(Held::One(c))
     }
 
     /// A state from counters already in order; `None` unless there are 1 to
@@ -122,28 +128,60 @@ impl State {
     pub fn from_sorted(list: &[Counter]) -> Option<State> {
         let mut s = State::default();
         let all = list.iter().all(|&c| s.push(c));
-        (all && s.len > 0).then_some(s)
+        (all && !s.counters().is_empty()).then_some(s)
     }
 
     /// Appends `c` if there is room and it sorts after every counter held; says
     /// whether it did.
+    #[inline(always)]
     pub fn push(&mut self, c: Counter) -> bool {
-        let in_order = self.len == 0 || self.counters[self.len - 1].sort_key() < c.sort_key();
-        if self.len == MAX_WINDOWS || !in_order {
+        let held = self.counters();
+        let in_order = held
+            .last()
+            .is_none_or(|last| last.sort_key() < c.sort_key());
+        if held.len() == MAX_WINDOWS || !in_order {
             return false;
         }
-        self.counters[self.len] = c;
-        self.len += 1;
+        self.append(c);
         true
+    }
+
+    /// Appends `c`, in any order; the caller makes sure there is room.
+    fn append(&mut self, c: Counter) {
+        match &mut self.0 {
+            Held::Empty => self.0 = Held::One(c),
+            Held::One(first) => {
+                let mut all = [Counter::default(); MAX_WINDOWS];
+                all[0] = *first;
+                all[1] = c;
+                self.0 = Held::Many(all, 2);
+            }
+            Held::Many(all, len) => {
+                all[*len] = c;
+                *len += 1;
+            }
+        }
     }
 
     /// Drops every counter: the state is a buffer again.
     pub fn clear(&mut self) {
-        self.len = 0;
+        self.0 = Held::Empty;
     }
 
     pub fn counters(&self) -> &[Counter] {
-        &self.counters[..self.len]
+        match &self.0 {
+            Held::Empty => &[],
+            Held::One(c) => std::slice::from_ref(c),
+            Held::Many(all, len) => &all[..*len],
+        }
+    }
+
+    fn counters_mut(&mut self) -> &mut [Counter] {
+        match &mut self.0 {
+            Held::Empty => &mut [],
+            Held::One(c) => std::slice::from_mut(c),
+            Held::Many(all, len) => &mut all[..*len],
+        }
     }
 
     fn find(&self, unit: Unit, window: u64) -> Option<&Counter> {
@@ -269,7 +307,9 @@ pub struct Outcome {
 /// Same operations, same order as the Lua script: weight, multiply, add, floor.
 fn estimate(window: u64, counts: Counts, elapsed: u64) -> u64 {
     let weight = (window - elapsed) as f64 / window as f64;
-    (counts.previous as f64 * weight + counts.current as f64).floor() as u64
+    // The sum is never negative, so `as` (truncation) is the floor, without the call to
+    // libm's floor that the baseline x86-64 target (no SSE4.1) would make.
+    (counts.previous as f64 * weight + counts.current as f64) as u64
 }
 
 /// The counts in force in window `index` given what the counter holds.
@@ -296,19 +336,21 @@ pub fn counts(stored: Option<&State>, unit: Unit, window: u64, now: u64) -> (Cou
 }
 
 /// Decides one request against what the key holds (`None` for a missing key).
+#[inline]
 pub fn decide<'a>(stored: Option<&'a State>, req: &Request<'a>) -> Decision<'a> {
     let first = judge(stored, req, 0);
-    let mut d = Decision {
-        allowed: first.allows(req.cost),
+    let allowed = first.allows(req.cost)
+        && (1..req.limits.len()).all(|i| judge(stored, req, i).allows(req.cost));
+    Decision {
+        allowed,
         first,
         stored,
         req: *req,
-    };
-    d.allowed = d.allowed && (1..req.limits.len()).all(|i| d.judge(i).allows(req.cost));
-    d
+    }
 }
 
 /// Limit `i` of `req` judged on its own counter in `stored`.
+#[inline(always)]
 fn judge(stored: Option<&State>, req: &Request, i: usize) -> Judged {
     let limit = req.limits[i];
     let counter = stored.and_then(|s| s.find(req.unit, limit.window));
@@ -317,6 +359,7 @@ fn judge(stored: Option<&State>, req: &Request, i: usize) -> Judged {
 
 impl Decision<'_> {
     /// Limit `i` judged on its own counter.
+    #[inline(always)]
     fn judge(&self, i: usize) -> Judged {
         match i {
             0 => self.first,
@@ -345,22 +388,36 @@ impl Decision<'_> {
         let req = &self.req;
         out.clear();
         for j in self.judged() {
-            out.counters[out.len] = Counter {
+            out.append(Counter {
                 unit: req.unit,
                 window: j.limit.window,
                 index: j.counts.index,
                 current: j.counts.current + req.cost,
                 previous: j.counts.previous,
-            };
-            out.len += 1;
+            });
         }
-        let named = out.len;
+        let stored = self.stored.map(State::counters).unwrap_or_default();
+        let only_named = match stored {
+            [] => true,
+            [c] => c.unit == req.unit && req.limits.iter().any(|l| l.window == c.window),
+            _ => false,
+        };
+        if !only_named || out.counters().len() > 1 {
+            self.keep_others(stored, out);
+        }
+    }
+
+    /// The rest of `next_state_into` when the key holds windows the call did not name,
+    /// or the call names several: out of line, off the single-limit path.
+    #[inline(never)]
+    fn keep_others(&self, stored: &[Counter], out: &mut State) {
+        let req = &self.req;
+        let named = out.counters().len();
         let now_ms = req.now * req.unit.millis();
         let is_other = |c: &Counter| {
             let is_named = c.unit == req.unit && req.limits.iter().any(|l| l.window == c.window);
             !is_named && !c.aged_out(now_ms)
         };
-        let stored = self.stored.map(State::counters).unwrap_or_default();
         if stored.iter().any(is_other) {
             let mut others = [Counter::default(); MAX_WINDOWS];
             let mut n = 0;
@@ -370,13 +427,32 @@ impl Decision<'_> {
             }
             others[..n].sort_unstable_by_key(|c| std::cmp::Reverse(c.newest_ms()));
             for c in &others[..n.min(MAX_WINDOWS - named)] {
-                out.counters[out.len] = *c;
-                out.len += 1;
+                out.append(*c);
             }
         }
-        if out.len > 1 {
-            out.counters[..out.len].sort_unstable_by_key(Counter::sort_key);
+        out.counters_mut().sort_unstable_by_key(Counter::sort_key);
+    }
+
+    /// The key's state after this (allowed) request when it is one counter: one limit,
+    /// and the key holds no other window. `None` otherwise: see `next_state_into`.
+    pub fn next_single(&self) -> Option<Counter> {
+        let req = &self.req;
+        if req.limits.len() != 1 {
+            return None;
         }
+        let j = &self.first;
+        match self.stored.map(State::counters).unwrap_or_default() {
+            [] => {}
+            [c] if c.unit == req.unit && c.window == j.limit.window => {}
+            _ => return None,
+        }
+        Some(Counter {
+            unit: req.unit,
+            window: j.limit.window,
+            index: j.counts.index,
+            current: j.counts.current + req.cost,
+            previous: j.counts.previous,
+        })
     }
 
     /// The number of limits the call named.
@@ -432,10 +508,18 @@ impl Decision<'_> {
     /// The limit whose figures the reply shows: when denied, the denying limit with the
     /// longest wait ("never" longest of all); when allowed, the one with the least
     /// remaining. Ties go to the first in call order.
+    #[inline]
     pub fn governing(&self) -> usize {
         if self.limit_count() == 1 {
             return 0;
         }
+        self.governing_of_several()
+    }
+
+    /// `governing` for two or more limits. Out of line, as every part of the
+    /// multi-limit path is: the single-limit path stays a few cache lines long.
+    #[inline(never)]
+    fn governing_of_several(&self) -> usize {
         let cost = self.req.cost;
         // (index, key): the first with the largest key wins.
         let mut best: Option<(usize, u64)> = None;

@@ -95,10 +95,9 @@ impl Counter {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct State(Held);
 
-/// The counters, by how many: a key with one window (the common case) is held without
-/// initialising room for eight, so the single-window path stays small in stack and code.
-// As large as eight counters either way: the point is that `Empty` and `One` never
-// initialise the room for eight, not that they take less of it.
+/// The counters, by how many. The enum is as large as eight counters either way: the
+/// point is that `Empty` and `One` (the common case) never initialise that room, which
+/// keeps the single-window path small in stack writes and code.
 #[allow(clippy::large_enum_variant)]
 #[derive(Clone, Copy, Debug, Default)]
 enum Held {
@@ -222,6 +221,11 @@ impl<'a> Request<'a> {
             now,
             cost,
         })
+    }
+
+    /// Whether `c` is the counter of a window this request names.
+    fn names(&self, c: &Counter) -> bool {
+        c.unit == self.unit && self.limits.iter().any(|l| l.window == c.window)
     }
 
     /// The longest window named, in milliseconds.
@@ -388,36 +392,12 @@ impl Decision<'_> {
         let req = &self.req;
         out.clear();
         for j in self.judged() {
-            out.append(Counter {
-                unit: req.unit,
-                window: j.limit.window,
-                index: j.counts.index,
-                current: j.counts.current + req.cost,
-                previous: j.counts.previous,
-            });
+            out.append(self.counted(&j));
         }
-        let stored = self.stored.map(State::counters).unwrap_or_default();
-        let only_named = match stored {
-            [] => true,
-            [c] => c.unit == req.unit && req.limits.iter().any(|l| l.window == c.window),
-            _ => false,
-        };
-        if !only_named || out.counters().len() > 1 {
-            self.keep_others(stored, out);
-        }
-    }
-
-    /// The rest of `next_state_into` when the key holds windows the call did not name,
-    /// or the call names several: out of line, off the single-limit path.
-    #[inline(never)]
-    fn keep_others(&self, stored: &[Counter], out: &mut State) {
-        let req = &self.req;
         let named = out.counters().len();
         let now_ms = req.now * req.unit.millis();
-        let is_other = |c: &Counter| {
-            let is_named = c.unit == req.unit && req.limits.iter().any(|l| l.window == c.window);
-            !is_named && !c.aged_out(now_ms)
-        };
+        let is_other = |c: &Counter| !req.names(c) && !c.aged_out(now_ms);
+        let stored = self.stored.map(State::counters).unwrap_or_default();
         if stored.iter().any(is_other) {
             let mut others = [Counter::default(); MAX_WINDOWS];
             let mut n = 0;
@@ -433,26 +413,30 @@ impl Decision<'_> {
         out.counters_mut().sort_unstable_by_key(Counter::sort_key);
     }
 
-    /// The key's state after this (allowed) request when it is one counter: one limit,
-    /// and the key holds no other window. `None` otherwise: see `next_state_into`.
+    /// `next_state` when it is one counter (one limit, and the key holds no other
+    /// window): the common case, which the handler encodes without building a `State`.
+    /// `None` otherwise.
     pub fn next_single(&self) -> Option<Counter> {
-        let req = &self.req;
-        if req.limits.len() != 1 {
+        if self.req.limits.len() != 1 {
             return None;
         }
-        let j = &self.first;
         match self.stored.map(State::counters).unwrap_or_default() {
             [] => {}
-            [c] if c.unit == req.unit && c.window == j.limit.window => {}
+            [c] if self.req.names(c) => {}
             _ => return None,
         }
-        Some(Counter {
-            unit: req.unit,
+        Some(self.counted(&self.first))
+    }
+
+    /// `j`'s counter after this (allowed) request: its counts with the cost added.
+    fn counted(&self, j: &Judged) -> Counter {
+        Counter {
+            unit: self.req.unit,
             window: j.limit.window,
             index: j.counts.index,
-            current: j.counts.current + req.cost,
+            current: j.counts.current + self.req.cost,
             previous: j.counts.previous,
-        })
+        }
     }
 
     /// The number of limits the call named.

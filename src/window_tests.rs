@@ -102,6 +102,10 @@ fn check(state: &mut Option<State>, r: &Request) -> Seen {
     };
     let next = d.allowed.then(|| d.next_state());
     if let Some(next) = next {
+        // The handler's shortcut for one window must give the same state.
+        if let Some(c) = d.next_single() {
+            assert_eq!(next.counters(), &[c]);
+        }
         *state = Some(next);
     }
     seen

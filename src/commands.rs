@@ -52,6 +52,7 @@ pub fn missing_api() -> Option<&'static str> {
         RedisModule_KeyType,
         RedisModule_ValueLength,
         RedisModule_StringDMA,
+        RedisModule_StringTruncate,
         RedisModule_CreateString,
         RedisModule_StringSet,
         RedisModule_FreeString,
@@ -373,10 +374,16 @@ impl Key {
             if self.len == bytes.len() {
                 // Same length (the common case): overwrite in place, no allocation.
                 self.overwrite(bytes);
+            } else if self.len == 0 {
+                // A new key: created raw-encoded at its size, then written in place.
+                // A compact (embstr) value, as CreateString makes, would be converted
+                // to raw by the next call's StringDMA, even a read: an allocation and
+                // a copy on every identity's second request.
+                api!(RedisModule_StringTruncate)(self.ptr, bytes.len());
+                self.overwrite(bytes);
             } else {
-                // A new key, or a count crossed a varint boundary: a fresh, exactly
-                // sized string (growing in place would over-allocate). For a new key
-                // this is one compact allocation, as SET makes.
+                // A count crossed a varint boundary (rare): a fresh, exactly sized
+                // string (growing in place would over-allocate).
                 let s = api!(RedisModule_CreateString)(
                     self.ctx,
                     bytes.as_ptr().cast::<c_char>(),

@@ -456,8 +456,14 @@ fn reply_details(ctx: Ctx, d: &Decision) -> c_int {
     int(g.count as i64);
     int(g.limit as i64);
     int(g.remaining as i64);
-    int(d.retry_after());
-    int(d.reset_after() as i64);
+    if several {
+        int(d.retry_after());
+        int(d.reset_after() as i64);
+    } else {
+        // One limit: the summary is that limit's own figures, already worked out.
+        int(g.retry_after);
+        int(g.reset_after as i64);
+    }
     if several {
         array(d.limit_count());
         for i in 0..d.limit_count() {

@@ -100,7 +100,7 @@ pub fn generate(mix: &Mix, seed: u64) -> (Vec<Vec<Call>>, Tally) {
         let mut calls = Vec::new();
         // The last CHECK's unit, limits, cost and options: a REFUND often gives back
         // exactly what it counted, as the README's pattern does.
-        let mut last_check: Option<(bool, Vec<(u64, u64)>, u64, Vec<Vec<String>>)> = None;
+        let mut last_check: Option<(bool, Drawn)> = None;
         for _ in 0..mix.calls {
             clock_ms = match rng.range(0, 14) {
                 0 => clock_ms - rng.range(0, 20_000), // a clock behind
@@ -124,7 +124,7 @@ pub fn generate(mix: &Mix, seed: u64) -> (Vec<Vec<Call>>, Tally) {
                 _ => None,
             };
             let millis = match &repeat {
-                Some((m, ..)) => *m,
+                Some((m, _)) => *m,
                 None => pool[rng.range(0, 7) as usize].0,
             };
             let now = if millis { clock_ms } else { clock_ms / 1000 };
@@ -140,11 +140,11 @@ pub fn generate(mix: &Mix, seed: u64) -> (Vec<Vec<Call>>, Tally) {
                 continue;
             }
             let (limits, cost, options) = match repeat {
-                Some((_, limits, cost, options)) => (limits, cost, options),
+                Some((_, drawn)) => drawn,
                 None => draw(&mut rng, &mut windows, refund, millis),
             };
             if command == "SLIDINGWINDOW.CHECK" {
-                last_check = Some((millis, limits.clone(), cost, options.clone()));
+                last_check = Some((millis, (limits.clone(), cost, options.clone())));
             }
             let n = limits.len();
             let details = options.iter().any(|o| o[0] == "DETAILS");
@@ -199,15 +199,13 @@ pub fn generate(mix: &Mix, seed: u64) -> (Vec<Vec<Call>>, Tally) {
     (all, tally)
 }
 
+/// A call's `(limit, window)` pairs, cost and options (each option its words).
+type Drawn = (Vec<(u64, u64)>, u64, Vec<Vec<String>>);
+
 /// A call's limits (1 to all of `windows`, limits 0-11), its cost (1-3; a refund's
 /// often more than is held, up to 12) and its options in a shuffled order: the
 /// positional limit is `limits[0]`, the others follow in the order of their LIMITs.
-fn draw(
-    rng: &mut Rng,
-    windows: &mut [u64],
-    refund: bool,
-    millis: bool,
-) -> (Vec<(u64, u64)>, u64, Vec<Vec<String>>) {
+fn draw(rng: &mut Rng, windows: &mut [u64], refund: bool, millis: bool) -> Drawn {
     let n = rng.range(1, windows.len() as u64) as usize;
     for i in 0..n {
         let j = rng.range(i as u64, windows.len() as u64 - 1) as usize;

@@ -15,7 +15,7 @@ import redis
 import flask_app
 import slowapi_app
 from http_server import serve_asgi, serve_wsgi
-from servers import RedisServer
+from slidingwindow_testing import RedisServer
 
 HOUR = 3600
 

@@ -18,7 +18,7 @@ from typing import Any, Awaitable, Callable, Iterable, Iterator, Optional
 
 import httpx
 import redis
-from servers import RedisServer, free_port
+from slidingwindow_testing import RedisServer, free_port
 from slidingwindow import (
     AsyncSlidingWindowRateLimiter,
     SlidingWindowRateLimiter,

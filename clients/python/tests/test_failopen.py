@@ -14,7 +14,7 @@ from typing import Iterator
 import pytest
 import redis
 from http_stacks import STACKS, stack
-from servers import DEFAULT_KIND, RedisServer, wait_until
+from slidingwindow_testing import DEFAULT_KIND, RedisServer, wait_until
 from slidingwindow import (
     AsyncSlidingWindowRateLimiter,
     SlidingWindowRateLimiter,

@@ -9,7 +9,7 @@ import time
 import pytest
 import redis
 from http_stacks import STACKS, keys, stack
-from servers import RedisServer
+from slidingwindow_testing import RedisServer
 from slidingwindow.middleware import Policy, ScopeIdentity, by_ip, header_api_key
 
 KEYS = {"k-alice", "k-bob"}

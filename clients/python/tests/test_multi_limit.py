@@ -11,7 +11,7 @@ import pytest
 import redis
 
 from http_stacks import STACKS, keys, stack
-from servers import RedisServer
+from slidingwindow_testing import RedisServer
 from slidingwindow import (
     AsyncSlidingWindowRateLimiter,
     MultiLimitResult,

@@ -10,7 +10,7 @@ import random
 import pytest
 
 from http_stacks import STACKS, stack
-from servers import RedisServer
+from slidingwindow_testing import RedisServer
 from slidingwindow.middleware import Policy, Refusal, ScopeIdentity, by_ip
 
 TRUSTED = ["127.0.0.1/32"]  # the peer: X-Forwarded-For names the client

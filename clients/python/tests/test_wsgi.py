@@ -12,7 +12,7 @@ import redis
 from werkzeug.middleware.dispatcher import DispatcherMiddleware
 
 from http_stacks import keys, plain_wsgi, serve_wsgi
-from servers import RedisServer
+from slidingwindow_testing import RedisServer
 from slidingwindow import SlidingWindowRateLimiter, connect
 from slidingwindow.wsgi import Policy, RateLimitWSGIMiddleware
 

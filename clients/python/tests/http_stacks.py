@@ -26,7 +26,8 @@ from slidingwindow import (
     connect_async,
 )
 from slidingwindow.asgi import RateLimitMiddleware
-from slidingwindow.middleware import IdentityFn, Routes
+from slidingwindow.http_identity import IdentityFn
+from slidingwindow.policy import Routes
 from slidingwindow.wsgi import RateLimitWSGIMiddleware
 from werkzeug.serving import make_server
 

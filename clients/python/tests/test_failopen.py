@@ -21,7 +21,7 @@ from slidingwindow import (
     connect,
     connect_async,
 )
-from slidingwindow.middleware import Policy
+from slidingwindow.policy import Policy
 
 PROBE = 0.2
 

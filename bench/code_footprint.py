@@ -26,14 +26,12 @@ import glob
 import os
 import re
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench import DEFAULT_MODULE  # noqa: E402
-from servers import binary, free_port  # noqa: E402
+from bench import DEFAULT_MODULE
+from servers import binary, free_port
 
 NOW = 1_796_119_463
 KEYS = 2_000

@@ -23,13 +23,12 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench import DEFAULT_MODULE  # noqa: E402
-from bench import FULL as CFG  # noqa: E402
-from measure import quantile, warm_case  # noqa: E402
-from plain import one_run, plain_cases  # noqa: E402
-from servers import Server, binary  # noqa: E402
-from workloads import allowed_limit, make_cases  # noqa: E402
+from bench import DEFAULT_MODULE
+from bench import FULL as CFG
+from measure import quantile, warm_case
+from plain import one_run, plain_cases
+from servers import Server, binary
+from workloads import allowed_limit, make_cases
 
 CASES = ("check", "check_clock", "check_new", "check_new_clock", "denied", "peek", "details")
 
@@ -78,7 +77,7 @@ def main() -> None:
                   f"| {mn:.3f} [{min(n):.3f}-{max(n):.3f}] | {mn / mo:.3f} |")
     finally:
         for srv in servers.values():
-            srv.stop()
+            srv.cleanup()
 
 
 if __name__ == "__main__":

@@ -94,7 +94,7 @@ def timed_run(srv: Server, case: Case, ids: Sequence[int], pipeline: int) -> Run
         for k, b in enumerate(batches):
             conn.call(b, full if k != last else tail, sink)
         elapsed = time.perf_counter() - t0
-        stats = srv.cmdstats()
+        stats = srv.commandstats()
         counters1 = srv.module_counters()
     calls, usec = stats.get(case.stat, (0, 0))
     allowed, denied, errors = classify(b"".join(sink), case.allowed_pat, case.denied_pat)

@@ -45,7 +45,7 @@ def one_run(srv: Server, case: Case, n: int, keyspace: int, now: int) -> Run:
     counters0 = srv.module_counters()
     srv.r.config_resetstat()
     out = subprocess.run(argv, capture_output=True, text=True, timeout=900)
-    stats = srv.cmdstats()
+    stats = srv.commandstats()
     counters1 = srv.module_counters()
     rows = [x for x in out.stdout.splitlines() if x.startswith('"') and not x.startswith('"test"')]
     if out.returncode != 0 or not rows:

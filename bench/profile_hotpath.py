@@ -44,13 +44,12 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench import DEFAULT_MODULE, DEFAULT_SEED  # noqa: E402
-from measure import warm_case  # noqa: E402
-from report import ROOT, machine_info  # noqa: E402
-from resp import Conn, batches_of, classify, count_cmds, resp, show_cmd  # noqa: E402
-from servers import Server, binary  # noqa: E402
-from workloads import Case, Ids, ident, make_cases  # noqa: E402
+from bench import DEFAULT_MODULE, seed_script
+from measure import warm_case
+from report import ROOT, machine_info
+from resp import Conn, batches_of, classify, count_cmds, resp, show_cmd
+from servers import Server, binary
+from workloads import Case, Ids, ident, make_cases
 
 OUT = ROOT / "bench" / "profile"
 DEFAULT_CASES = ("check,check_clock,check_new,check_new_clock,denied,peek,details,setpxat,"
@@ -244,14 +243,15 @@ def case_server(args: argparse.Namespace, cases: list[str], keyspace: int,
     srv = Server("redis7", args.redis_server, [Path(args.module).resolve()],
                  wrapper=wrapper, start_timeout=start_timeout)
     try:
-        sha = srv.r.script_load(Path(args.seed_script).read_text())
+        seed = seed_script(args.seed_script)
+        sha = srv.r.script_load(seed.read_text()) if seed else None
         now = int(time.time())
         by = {c.key: c for c in make_cases(sha, now)}
         for k in cases:
             log(f"  warming {k} ({keyspace} keys)")
             warm_case(srv, by[k], keyspace)
     except BaseException:
-        srv.stop()
+        srv.cleanup()
         raise
     return srv, by, now
 
@@ -304,7 +304,7 @@ def run_callgrind(args, cases, tmp):
             log(f"  {k}: {summary[k]['call_ir_per_command']:.0f} Ir per call() "
                 f"({summary[k]['commands']} commands)")
     finally:
-        srv.stop()
+        srv.cleanup()
     return summary
 
 
@@ -397,7 +397,7 @@ def run_perf(args, cases, tmp):
             time.sleep(0.5)
             srv.r.config_resetstat()
             sent = drive(srv, c, args, time.time() + args.perf_seconds)
-            stats = srv.cmdstats().get(c.stat, (0, 0))
+            stats = srv.commandstats().get(c.stat, (0, 0))
             rec.send_signal(signal.SIGINT)
             rec.wait(60)
             # New keys: the DELs between cycles are sampled too; their stacks are left out.
@@ -406,7 +406,7 @@ def run_perf(args, cases, tmp):
             log(f"  perf {k}: {summary[k]['samples']} samples, "
                 f"{summary[k]['usec_per_call']:.3f} us/call during the profile")
     finally:
-        srv.stop()
+        srv.cleanup()
     return summary
 
 
@@ -597,7 +597,7 @@ def main():
     ap.add_argument("--keep-raw", action="store_true",
                     help="copy the callgrind dumps to bench/profile/ too (large)")
     ap.add_argument("--module", default=str(DEFAULT_MODULE))
-    ap.add_argument("--seed-script", default=str(DEFAULT_SEED))
+    ap.add_argument("--seed-script", help="the seed's Lua script (default: as bench.py)")
     ap.add_argument("--redis-server", default=None, help="default: $REDIS_SERVER or redis-server")
     args = ap.parse_args()
     global OUT

@@ -1,19 +1,32 @@
-"""A raw RESP client for measuring: pre-encoded commands, replies counted, not parsed."""
+"""The benchmarks' one raw RESP client: pre-encoded commands, replies counted, not parsed.
+
+Used by bench/*.py (imported as `resp`) and bench/accuracy (as `bench.resp`).
+"""
 
 from __future__ import annotations
 
 import socket
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from typing import TypeVar
 
 Arg = bytes | str | int
+T = TypeVar("T")
+
+
+def array_header(n: int) -> bytes:
+    return b"*%d\r\n" % n
+
+
+def bulk_header(size: int) -> bytes:
+    return b"$%d\r\n" % size
 
 
 def resp(*args: Arg) -> bytes:
     """One command in RESP."""
-    out = [b"*%d\r\n" % len(args)]
+    out = [array_header(len(args))]
     for a in args:
         b = a if isinstance(a, bytes) else str(a).encode()
-        out.append(b"$%d\r\n%s\r\n" % (len(b), b))
+        out.append(bulk_header(len(b)) + b + b"\r\n")
     return b"".join(out)
 
 
@@ -88,17 +101,42 @@ class Conn:
         self.sock.sendall(payload)
         self.read_lines(lines, sink)
 
-    def pump(self, batches: Iterable[tuple[bytes, int]], sink: list[bytes] | None = None) -> None:
-        """Send (payload, reply_lines) batches, reading each batch's replies only after
-        the next one is sent, so the server never waits on the client (bulk loading)."""
+    def _in_flight(self, batches: Iterable[tuple[bytes, int]],
+                   read: Callable[[int], T]) -> Iterator[T]:
+        # Each batch's replies are read only after the next batch is sent, so the server
+        # never waits on the client.
         pending = None
         for payload, lines in batches:
             self.sock.sendall(payload)
             if pending is not None:
-                self.read_lines(pending, sink)
+                yield read(pending)
             pending = lines
         if pending is not None:
-            self.read_lines(pending, sink)
+            yield read(pending)
+
+    def pump(self, batches: Iterable[tuple[bytes, int]], sink: list[bytes] | None = None) -> None:
+        """Send (payload, reply_lines) batches, one in flight ahead of the one being read
+        (bulk loading); the replies go to `sink`."""
+        for _ in self._in_flight(batches, lambda need: self.read_lines(need, sink)):
+            pass
+
+    def replies(self, batches: Iterable[tuple[bytes, int]]) -> Iterator[list[bytes]]:
+        """As `pump`, yielding each batch's reply lines (without their CRLFs); an error
+        reply raises, as a run that gets one is wrong."""
+        rest = b""
+
+        def take(need: int) -> list[bytes]:
+            nonlocal rest
+            sink = [rest]
+            self.read_lines(need, sink)
+            data = b"".join(sink)
+            if data[:1] == b"-" or b"\r\n-" in data:
+                at = 0 if data[:1] == b"-" else data.index(b"\r\n-") + 2
+                raise RuntimeError(f"server error: {data[at:at + 200].decode(errors='replace')}")
+            *lines, rest = data.split(b"\r\n", need)
+            return lines
+
+        return self._in_flight(batches, take)
 
     def load(self, cmds: list[bytes], lines_each: int, step: int = 500) -> bytes:
         """Bulk-send commands of one reply shape; the concatenated replies."""

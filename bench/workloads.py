@@ -103,7 +103,10 @@ def allowed_limit(cfg: dict[str, int]) -> int:
     return limit
 
 
-def make_cases(sha: str, now: int, extra_commands: Sequence[str] = (),
+SEED_CASES = ("seed", "stream_seed")  # left out when the seed's script is not available
+
+
+def make_cases(sha: str | None, now: int, extra_commands: Sequence[str] = (),
                limit: int = ALLOWED_LIMIT) -> list[Case]:
     """The cases, in table order. `now` is the explicit time of the warm and new cases."""
     px = (now + 2 * WINDOW) * 1000
@@ -194,6 +197,8 @@ def make_cases(sha: str, now: int, extra_commands: Sequence[str] = (),
              note="the seed's own key naming; `now` from the client's clock, as the seed's "
                   "Python passes it"),
     ]
+    if sha is None:
+        cases = [c for c in cases if c.key not in SEED_CASES]
     for j, text in enumerate(extra_commands):
         cases.append(extra_case(j, text, now))
     for db, c in enumerate(cases, start=1):

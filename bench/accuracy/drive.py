@@ -15,9 +15,11 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+from slidingwindow_testing import RedisServer
+
+from bench.resp import Conn
 
 from .limiters import Limiter, Replies
-from .server import Pipe, Server
 
 Stats = dict[str, tuple[int, int]]  # INFO commandstats: command -> (calls, usec)
 
@@ -48,7 +50,7 @@ class Run:
         return float(np.quantile(per, q)) if len(per) >= 4 else None
 
 
-def open_loop(srv: Server, limiter: Limiter, ident: np.ndarray, t: np.ndarray,
+def open_loop(srv: RedisServer, limiter: Limiter, ident: np.ndarray, t: np.ndarray,
               chunk: int = 20_000) -> Run:
     """Decides every request of a stream sorted by (identity, time); returns the replies
     in that same order."""
@@ -56,7 +58,7 @@ def open_loop(srv: Server, limiter: Limiter, ident: np.ndarray, t: np.ndarray,
     seq = np.arange(len(t), dtype=np.int64)  # unique per request (sliding log members)
     limiter.setup(srv.r)
     srv.r.config_resetstat()
-    pipe = Pipe(srv.port)
+    pipe = Conn(srv.port)
     started = time.perf_counter()
 
     def chunks() -> Iterator[tuple[bytes, int]]:
@@ -67,12 +69,12 @@ def open_loop(srv: Server, limiter: Limiter, ident: np.ndarray, t: np.ndarray,
     snapshots = [srv.commandstats()]
     parts = []
     try:
-        for lines in pipe.run(chunks()):
+        for lines in pipe.replies(chunks()):
             parts.append(limiter.replies(lines))
             snapshots.append(srv.commandstats())
         tail, n = limiter.finish()
         if n:  # e.g. the fixed window's last PEXPIREs (counted in its server time)
-            limiter.replies(next(pipe.run([(tail, n)])))
+            limiter.replies(next(pipe.replies([(tail, n)])))
     finally:
         pipe.close()
     seconds = time.perf_counter() - started
@@ -106,7 +108,7 @@ class LoopRun:
     seconds: float
 
 
-def closed_loop(srv: Server, limiter: Limiter, clients: list[Client]) -> LoopRun:
+def closed_loop(srv: RedisServer, limiter: Limiter, clients: list[Client]) -> LoopRun:
     """Runs the clients to their end, each denied one waiting the limiter's
     `retry_after` (-1: never again)."""
     limiter.setup(srv.r)
@@ -118,7 +120,7 @@ def closed_loop(srv: Server, limiter: Limiter, clients: list[Client]) -> LoopRun
     log_i, log_t, log_a, log_c = [], [], [], []
     retries = retries_denied = 0
     seq = 0
-    pipe = Pipe(srv.port)
+    pipe = Conn(srv.port)
     started = time.perf_counter()
     try:
         while True:
@@ -128,7 +130,7 @@ def closed_loop(srv: Server, limiter: Limiter, clients: list[Client]) -> LoopRun
             ids, ts = ident[live], now[live]
             payload, lines = limiter.chunk(ids, ts, np.arange(seq, seq + len(live)))
             seq += len(live)
-            rep = limiter.replies(next(pipe.run([(payload, lines)])))
+            rep = limiter.replies(next(pipe.replies([(payload, lines)])))
             retries += int(is_retry[live].sum())
             retries_denied += int((is_retry[live] & ~rep.allowed).sum())
             log_i.append(ids)

@@ -28,8 +28,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from bench.resp import array_header, bulk_header
+
 from .reference import fixed_window, sliding_counter, sliding_log
-from .server import ints
 
 T0 = 1_000_000_800_000  # ms added to every simulated time: 277,778 hours (2001-09-09)
 ID_DIGITS, NOW_DIGITS, SEQ_DIGITS, WIN_DIGITS = 7, 13, 10, 9
@@ -41,12 +42,12 @@ class Template:
     """One command of fixed length; fields are zero-padded decimal integers."""
 
     def __init__(self, *args: str | Sequence[Piece]) -> None:
-        out = bytearray(b"*%d\r\n" % len(args))
+        out = bytearray(array_header(len(args)))
         self.fields: list[tuple[str, int, int]] = []  # (name, offset, digits)
         for arg in args:
             pieces: Sequence[Piece] = [arg] if isinstance(arg, str) else arg
             size = sum(len(p) if isinstance(p, str) else p[1] for p in pieces)
-            out += b"$%d\r\n" % size
+            out += bulk_header(size)
             for p in pieces:
                 if isinstance(p, str):
                     out += p.encode()
@@ -67,6 +68,14 @@ class Template:
             for k in range(digits):
                 rows[:, off + k] = 48 + (v // 10 ** (digits - 1 - k)) % 10
         return rows
+
+
+def ints(lines: list[bytes], index: np.ndarray) -> np.ndarray:
+    """The integer replies at `index` among reply lines (each `:<n>`)."""
+    picked = np.array(lines)[index]  # fixed-width bytes, e.g. b":57"
+    width = picked.dtype.itemsize
+    digits = np.ascontiguousarray(picked.view(np.uint8).reshape(-1, width)[:, 1:])
+    return digits.view(f"S{width - 1}").ravel().astype(np.int64)
 
 
 def pack(blocks: Sequence[np.ndarray]) -> bytes:

@@ -13,12 +13,12 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
+from slidingwindow_testing import RedisServer
 
 from .drive import Client, closed_loop, open_loop
 from .limiters import FixedWindow, Limiter, ModuleCounter, Replies, SlidingLog
 from .metrics import fixed_window_estimate, judge, trailing_counts
 from .reference import max_in_window
-from .server import Server
 from .traffic import KINDS, MixConfig, Stream, burst_then_stream, double_burst, realistic_mix
 
 
@@ -54,7 +54,7 @@ def limiters_for(limit: int, window: int, with_limit: bool, details: bool = Fals
     return out
 
 
-def supports_limit(srv: Server) -> bool:
+def supports_limit(srv: RedisServer) -> bool:
     """Whether this build of the module takes the LIMIT option (issue 11)."""
     try:
         srv.r.execute_command(  # type: ignore[no-untyped-call]
@@ -94,9 +94,9 @@ def estimate_of(lim: Limiter, ident: np.ndarray, t: np.ndarray, rep: Replies,
     return own  # the log's ZCARD: exact
 
 
-def run_stream(srv: Server, lim: Limiter, s: Stream, limit: int, window: int, chunk: int,
-               kinds: tuple[str, ...] = ()) -> tuple[dict[str, Any], Replies]:
-    srv.flush()
+def run_stream(srv: RedisServer, lim: Limiter, s: Stream, limit: int, window: int,
+               chunk: int, kinds: tuple[str, ...] = ()) -> tuple[dict[str, Any], Replies]:
+    srv.flushall()
     run = open_loop(srv, lim, s.ident, s.t, chunk)
     checked = verify(lim, s.ident, s.t, run.replies)
     est = estimate_of(lim, s.ident, s.t, run.replies, window)
@@ -109,7 +109,7 @@ def run_stream(srv: Server, lim: Limiter, s: Stream, limit: int, window: int, ch
     return j, run.replies
 
 
-def run_mix(srv: Server, cfg: Config, with_limit: bool) -> dict[str, Any]:
+def run_mix(srv: RedisServer, cfg: Config, with_limit: bool) -> dict[str, Any]:
     m = cfg.mix
     started = time.perf_counter()
     s = realistic_mix(m)
@@ -132,7 +132,7 @@ def run_mix(srv: Server, cfg: Config, with_limit: bool) -> dict[str, Any]:
     return out
 
 
-def _attack(srv: Server, cfg: Config, s: Stream, limit: int, window: int,
+def _attack(srv: RedisServer, cfg: Config, s: Stream, limit: int, window: int,
             with_limit: bool, series: bool) -> dict[str, Any]:
     res = {}
     for lim in limiters_for(limit, window, with_limit):
@@ -147,7 +147,7 @@ def _attack(srv: Server, cfg: Config, s: Stream, limit: int, window: int,
     return res
 
 
-def run_adversarial(srv: Server, cfg: Config, with_limit: bool) -> dict[str, Any]:
+def run_adversarial(srv: RedisServer, cfg: Config, with_limit: bool) -> dict[str, Any]:
     w = cfg.mix.window
     out: dict[str, Any] = {"burst_then_stream": {}, "double_burst": {}, "retry_after": {}}
     for limit in cfg.burst_limits:
@@ -164,7 +164,7 @@ def run_adversarial(srv: Server, cfg: Config, with_limit: bool) -> dict[str, Any
         clients = [Client(k, int((2 + f) * w), int((6 + f) * w)) for k, f in enumerate(starts)]
         res = {}
         for lim in limiters_for(limit, w, with_limit, details=True):
-            srv.flush()
+            srv.flushall()
             lr = closed_loop(srv, lim, clients)
             checked = verify(lim, lr.ident, lr.t, Replies(lr.allowed, lr.count))
             a = lr.allowed.astype(np.int64)
@@ -185,10 +185,10 @@ def run_adversarial(srv: Server, cfg: Config, with_limit: bool) -> dict[str, Any
     return out
 
 
-def _held(srv: Server, fill: list[tuple[Limiter, Stream]], identities: int) -> dict[str, Any]:
+def _held(srv: RedisServer, fill: list[tuple[Limiter, Stream]], identities: int) -> dict[str, Any]:
     """used_memory held per identity after the fill runs (from an empty database), and
     the server time per request of the last run."""
-    srv.flush()
+    srv.flushall()
     before = srv.used_memory()
     usec = 0.0
     for lim, s in fill:
@@ -204,7 +204,7 @@ def _held(srv: Server, fill: list[tuple[Limiter, Stream]], identities: int) -> d
             "fill_usec_per_request": round(usec, 3)}
 
 
-def run_memory(srv: Server, cfg: Config, with_limit: bool = False) -> dict[str, Any]:
+def run_memory(srv: RedisServer, cfg: Config, with_limit: bool = False) -> dict[str, Any]:
     """Bytes per identity held by an identity at its limit: for the module, L in the
     previous window and L/2 in this one (two CHECKs with COST); for the fixed window,
     its key at L (INCRBY L); for the sliding log, L entries (L script calls, one every

@@ -26,9 +26,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from slidingwindow_testing import KINDS, MODULE, REPO
+
 from .phases import Config, log, run_adversarial, run_memory, run_mix, supports_limit
 from .report import draw_chart, render_markdown
-from .server import MODULE, ROOT, Server
+from .server import start_server
 from .traffic import MixConfig
 
 WINDOW = 60_000  # ms: "100 requests per minute"
@@ -45,7 +47,7 @@ QUICK = Config(
 
 
 def git(*args: str) -> str:
-    return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True).stdout.strip()
 
 
 def machine() -> dict[str, Any]:
@@ -64,8 +66,8 @@ def machine() -> dict[str, Any]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="small streams (seconds), for CI")
-    ap.add_argument("--server", default=os.environ.get("REDIS_SERVER", "redis-server"),
-                    help="redis-server binary (default: $REDIS_SERVER or redis-server)")
+    ap.add_argument("--server", help="redis-server binary (default: Redis 7.0, $REDIS_SERVER "
+                                      "or the first redis-server 7 on PATH)")
     ap.add_argument("--module", default=str(MODULE))
     ap.add_argument("--out", help="directory for the results (default bench/results, "
                                   "bench/results/quick with --quick)")
@@ -80,12 +82,12 @@ def main() -> None:
         log(f"written: {path.parent / 'accuracy.md'}, {path.parent / 'accuracy.png'}")
         return
     cfg = QUICK if args.quick else FULL
-    out = Path(args.out) if args.out else ROOT / "bench" / "results" / (
+    out = Path(args.out) if args.out else REPO / "bench" / "results" / (
         "quick" if args.quick else "")
     module = Path(args.module).resolve()
     if not module.exists():
         sys.exit(f"{module} is missing: run `make build`")
-    binary = shutil.which(args.server) or args.server
+    binary = (shutil.which(args.server) or args.server) if args.server else KINDS["redis7"].binary
     started = time.perf_counter()
     report: dict[str, Any] = {
         "command": "make accuracy" + (" ARGS=--quick" if args.quick else ""),
@@ -94,7 +96,7 @@ def main() -> None:
         "module": str(module),
         "module_sha256": hashlib.sha256(module.read_bytes()).hexdigest()[:16],
         "machine": machine(), "quick": args.quick}
-    with Server(binary, module) as srv:
+    with start_server(binary, module) as srv:
         report["server"] = srv.name
         with_limit = supports_limit(srv)
         report["limit_option"] = with_limit

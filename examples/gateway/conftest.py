@@ -3,18 +3,12 @@ as there), and uvicorn."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Iterator
 
 import pytest
-
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parents[1] / "clients" / "python" / "tests"))
-
-from server_fixtures import cluster, server_kind  # noqa: E402
-from servers import Kind, RedisServer  # noqa: E402
-from uvicorn_proc import Gateway  # noqa: E402
+from slidingwindow_testing import Kind, RedisServer
+from slidingwindow_testing.fixtures import cluster, server_kind
+from uvicorn_proc import Gateway
 
 __all__ = ["cluster", "server_kind"]
 

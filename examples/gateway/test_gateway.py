@@ -7,7 +7,7 @@ import httpx
 import redis
 import redis.cluster
 
-from servers import RedisClusterProcs, RedisServer, free_port
+from slidingwindow_testing import RedisClusterProcs, RedisServer, free_port
 from uvicorn_proc import Gateway
 
 

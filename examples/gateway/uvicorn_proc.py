@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from app_proc import AppProcess
+from slidingwindow_testing.app_process import AppProcess
 
 HERE = Path(__file__).resolve().parent
 WSGI_APP = HERE.parent / "wsgi-gateway" / "app.py"

@@ -2,16 +2,10 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Iterator
 
 import pytest
-
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parents[1] / "clients" / "python" / "tests"))
-
-from servers import RedisServer  # noqa: E402
+from slidingwindow_testing import RedisServer
 
 
 @pytest.fixture

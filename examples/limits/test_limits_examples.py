@@ -14,8 +14,8 @@ import redis
 
 import flask_app
 import slowapi_app
-from http_server import serve_asgi, serve_wsgi
-from servers import RedisServer
+from slidingwindow_testing import RedisServer
+from slidingwindow_testing.http_server import serve_asgi, serve_wsgi
 
 HOUR = 3600
 

@@ -14,16 +14,10 @@ right. Usage: python float_split.py   (needs target/release/libredis_slidingwind
 from __future__ import annotations
 
 import math
-import sys
-from pathlib import Path
 
 import redis
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-
-from servers import RedisServer  # noqa: E402
-from slidingwindow._limits_commands import sliding_window  # noqa: E402
+from slidingwindow._limits_commands import sliding_window
+from slidingwindow_testing import RedisServer
 
 EXPIRIES = (1, 2, 10, 60, 3600)  # seconds
 PREVIOUS = range(1, 301)

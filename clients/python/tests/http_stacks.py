@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import threading
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Iterable, Iterator, Optional
 
 import httpx
 import redis
-from servers import RedisServer, free_port
+from slidingwindow_testing import RedisServer
+from slidingwindow_testing.http_server import serve_wsgi
 from slidingwindow import (
     AsyncSlidingWindowRateLimiter,
     SlidingWindowRateLimiter,
@@ -26,9 +26,9 @@ from slidingwindow import (
     connect_async,
 )
 from slidingwindow.asgi import RateLimitMiddleware
-from slidingwindow.middleware import IdentityFn, Routes
+from slidingwindow.http_identity import IdentityFn
+from slidingwindow.policy import Routes
 from slidingwindow.wsgi import RateLimitWSGIMiddleware
-from werkzeug.serving import make_server
 
 STACKS = ["asgi", "wsgi"]
 PEER = "127.0.0.1"
@@ -96,20 +96,6 @@ def asgi_stack(port: int, prefix: str, policies: Routes, identity: Optional[Iden
         loop.run_until_complete(http.aclose())
         loop.run_until_complete(client.aclose())
         loop.close()
-
-
-@contextlib.contextmanager
-def serve_wsgi(app: Any) -> Iterator[str]:
-    """`app` under werkzeug's threaded server on a free loopback port; yields its URL."""
-    server = make_server("127.0.0.1", free_port(), app, threaded=True)
-    thread = threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}"
-    finally:
-        server.shutdown()
-        thread.join(10)
-        server.server_close()
 
 
 @contextlib.contextmanager

@@ -9,7 +9,7 @@ from typing import Any, Awaitable, Callable
 import httpx
 import redis.asyncio
 from fastapi import FastAPI
-from servers import RedisServer
+from slidingwindow_testing import RedisServer
 from slidingwindow import AsyncSlidingWindowRateLimiter
 from slidingwindow.asgi import Policy, RateLimitMiddleware
 from starlette.authentication import AuthCredentials, AuthenticationBackend, SimpleUser

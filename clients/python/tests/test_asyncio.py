@@ -9,7 +9,7 @@ import redis
 import redis.asyncio
 import redis.asyncio.cluster
 
-from servers import RedisClusterProcs, RedisServer
+from slidingwindow_testing import RedisClusterProcs, RedisServer
 from slidingwindow import (
     AsyncSlidingWindowRateLimiter,
     RateLimitResult,

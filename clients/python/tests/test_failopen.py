@@ -14,14 +14,14 @@ from typing import Iterator
 import pytest
 import redis
 from http_stacks import STACKS, stack
-from servers import DEFAULT_KIND, RedisServer, wait_until
+from slidingwindow_testing import DEFAULT_KIND, RedisServer, wait_until
 from slidingwindow import (
     AsyncSlidingWindowRateLimiter,
     SlidingWindowRateLimiter,
     connect,
     connect_async,
 )
-from slidingwindow.middleware import Policy
+from slidingwindow.policy import Policy
 
 PROBE = 0.2
 

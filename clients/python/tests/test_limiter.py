@@ -6,7 +6,7 @@ import pytest
 import redis
 import redis.cluster
 
-from servers import Kind, RedisClusterProcs, RedisServer
+from slidingwindow_testing import Kind, RedisClusterProcs, RedisServer
 from slidingwindow import RateLimitResult, SlidingWindowRateLimiter, connect
 
 

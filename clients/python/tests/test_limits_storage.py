@@ -18,7 +18,7 @@ from limits.errors import ConfigurationError, StorageError
 from limits.storage import RedisStorage, storage_from_string
 from limits.strategies import SlidingWindowCounterRateLimiter
 
-from servers import RedisClusterProcs, RedisServer
+from slidingwindow_testing import RedisClusterProcs, RedisServer
 from slidingwindow._limits_commands import native_uri
 from slidingwindow.limits_storage import (
     AsyncSlidingWindowRedisClusterStorage,

@@ -11,14 +11,16 @@ import pytest
 import redis
 
 from http_stacks import STACKS, keys, stack
-from servers import RedisServer
+from slidingwindow_testing import RedisServer
 from slidingwindow import (
     AsyncSlidingWindowRateLimiter,
     MultiLimitResult,
     Rate,
     SlidingWindowRateLimiter,
 )
-from slidingwindow.middleware import Policy, Refusal
+from slidingwindow.guard import Refusal
+from slidingwindow.policy import Policy
+from slidingwindow.rates import MAX_RATES
 
 
 @pytest.fixture
@@ -56,11 +58,33 @@ def test_one_limit_is_todays_reply(limiter: SlidingWindowRateLimiter) -> None:
     assert one.limits == (one.summary,) and one.summary == expected
 
 
+def readme_governing(got: MultiLimitResult) -> int:
+    """The README's rule: when denied, the denying limit with the longest retry_after
+    ("never" longest of all), when allowed the least remaining; ties to the first."""
+    rows = got.limits
+    if got.allowed:
+        return min(range(len(rows)), key=lambda i: (rows[i].remaining, i))
+    denying = [i for i, x in enumerate(rows) if not x.allowed]
+    never = [i for i in denying if rows[i].retry_after < 0]
+    return never[0] if never else min(denying, key=lambda i: (-rows[i].retry_after, i))
+
+
+def test_module_takes_max_rates_limits_and_no_more(r: redis.Redis, prefix: str) -> None:
+    """rates.MAX_RATES is the module's MAX_LIMITS: 8 limits answer, a 9th is its ERR."""
+    def call(n: int) -> object:
+        extra = [x for w in range(2, n + 1) for x in ("LIMIT", 10, w)]
+        return r.execute_command("SLIDINGWINDOW.PEEK", f"{prefix}max", 10, 1, *extra)
+
+    assert call(MAX_RATES)[0] == 1
+    with pytest.raises(redis.ResponseError, match=f"at most {MAX_RATES} limits per call"):
+        call(MAX_RATES + 1)
+
+
 def test_summary_follows_the_governing_rule(limiter: SlidingWindowRateLimiter,
                                             r: redis.Redis, prefix: str) -> None:
-    """Random traffic, 1 to 4 limits: the summary's count, limit and remaining are those of
-    the limit the client names as governing (computed from the 7th element by the rule of
-    the module's contract), and every field matches the raw reply."""
+    """Random traffic, 1 to 4 limits: the limit the client reads as governing from the reply
+    is the one the module's README rule picks (worked out here from the 7th element), the
+    summary's count, limit and remaining are its, and every field matches the raw reply."""
     rng = random.Random(11)
     denied = 0
     for case in range(300):
@@ -75,6 +99,7 @@ def test_summary_follows_the_governing_rule(limiter: SlidingWindowRateLimiter,
             continue
         denied += 1
         assert got == MultiLimitResult.from_reply(raw, windows, cost, False)
+        assert got.governing == readme_governing(got)
         gov = got.governing_result
         assert (got.summary.count, got.summary.limit, got.summary.remaining) == (
             gov.count, gov.limit, gov.remaining)

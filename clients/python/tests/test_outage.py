@@ -27,7 +27,7 @@ import redis
 import redis.asyncio
 import redis.asyncio.cluster
 import redis.cluster
-from servers import DEFAULT_KIND, RedisClusterProcs, RedisServer
+from slidingwindow_testing import DEFAULT_KIND, RedisClusterProcs, RedisServer
 from slidingwindow import AsyncSlidingWindowRateLimiter, SlidingWindowRateLimiter
 
 INTERVAL = 1.0  # the default probe interval

@@ -15,7 +15,7 @@ from typing import Iterator
 import pytest
 import redis
 from redis import exceptions as rex
-from servers import Kind, RedisClusterProcs, RedisServer, wait_until
+from slidingwindow_testing import Kind, RedisClusterProcs, RedisServer, wait_until
 from slidingwindow import SlidingWindowRateLimiter, connect, is_unavailable
 
 PROBE = 0.2  # probe interval here: recovery is checked, not its timing

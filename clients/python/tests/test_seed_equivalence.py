@@ -10,7 +10,7 @@ import pytest
 import redis
 import redis.asyncio
 import seed_client
-from servers import RedisServer
+from slidingwindow_testing import RedisServer
 from slidingwindow import AsyncSlidingWindowRateLimiter, SlidingWindowRateLimiter
 
 # (limit, window) per simulated client, in ticks; limit 0 and a 1-tick window on purpose.

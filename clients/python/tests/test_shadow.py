@@ -10,8 +10,10 @@ import random
 import pytest
 
 from http_stacks import STACKS, stack
-from servers import RedisServer
-from slidingwindow.middleware import Policy, Refusal, ScopeIdentity, by_ip
+from slidingwindow_testing import RedisServer
+from slidingwindow.guard import Refusal
+from slidingwindow.http_identity import ScopeIdentity, by_ip
+from slidingwindow.policy import Policy
 
 TRUSTED = ["127.0.0.1/32"]  # the peer: X-Forwarded-For names the client
 DAY = 86400  # both runs fall in one window (a boundary between them would change counts)

@@ -16,7 +16,7 @@ from typing import Any
 import redis
 import redis.asyncio
 
-from servers import DEFAULT_KIND, RedisServer
+from slidingwindow_testing import DEFAULT_KIND, RedisServer
 from slidingwindow import AsyncSlidingWindowRateLimiter, SlidingWindowRateLimiter
 
 

@@ -11,8 +11,9 @@ import pytest
 import redis
 from werkzeug.middleware.dispatcher import DispatcherMiddleware
 
-from http_stacks import keys, plain_wsgi, serve_wsgi
-from servers import RedisServer
+from http_stacks import keys, plain_wsgi
+from slidingwindow_testing import RedisServer
+from slidingwindow_testing.http_server import serve_wsgi
 from slidingwindow import SlidingWindowRateLimiter, connect
 from slidingwindow.wsgi import Policy, RateLimitWSGIMiddleware
 

@@ -20,30 +20,17 @@ import inspect
 from typing import Any, Awaitable, Callable, MutableMapping
 
 from .aio import AsyncSlidingWindowRateLimiter
-from .middleware import (
-    ApiKeyFn,
-    IdentityFn,
-    MiddlewareBase,
-    Policy,
-    Refusal,
-    RequestIdentity,
-    ScopeIdentity,
-    by_ip,
-    header_api_key,
-    header_values,
-)
+from .guard import MiddlewareBase, Refusal
+from .http_identity import ScopeIdentity, by_ip, header_api_key
+from .policy import Policy
 
 __all__ = [
-    "ApiKeyFn",
-    "IdentityFn",
     "Policy",
     "RateLimitMiddleware",
     "Refusal",
-    "RequestIdentity",
     "ScopeIdentity",
     "by_ip",
     "header_api_key",
-    "header_values",
 ]
 
 Scope = MutableMapping[str, Any]

@@ -15,7 +15,9 @@ import re
 from dataclasses import dataclass
 
 UNITS = {"second": 1, "minute": 60, "hour": 3600, "day": 86400}
-MAX_RATES = 8  # what one SLIDINGWINDOW call accepts
+# MAX_LIMITS in the module's src/window.rs: parse_limits names the bad string before the
+# call; test_multi_limit.py checks on a server that the module accepts this many, not one more.
+MAX_RATES = 8
 _SEPARATORS = re.compile(r"[;,|]")
 _RATE = re.compile(r"(\d+)\s*(?:/|per\b)\s*(?:(\d+)\s*)?([a-z]+)", re.IGNORECASE)
 _HINT = 'write e.g. "10/second", "1000 per hour" or "100/5 minutes"'

@@ -72,9 +72,9 @@ class MultiLimitResult:
     remaining, `retry_after` (-1 when allowed; else when every limit allows the same
     request, or -1 if one never can) and `reset_after` (until every window is empty).
     `limits` has each limit's own result in call order (`allowed` there: that limit alone
-    would allow it). `governing` indexes the limit the summary speaks for: when denied,
-    the denying one with the longest wait ("never" longest), else the one with the fewest
-    remaining; ties go to the first.
+    would allow it). `governing` indexes the limit the summary speaks for, read from the
+    reply (the module picks it: when denied, the denying one with the longest wait,
+    "never" longest; else the one with the fewest remaining; ties to the first).
     """
 
     summary: RateLimitResult
@@ -113,28 +113,12 @@ class MultiLimitResult:
         if len(reply) != 7 or len(reply[6]) != len(windows):
             raise ValueError(f"expected a 7-element DETAILS reply for {len(windows)} limits, "
                              f"got {reply!r}")
-        allowed = int(reply[0]) == 1
-        limits = []
-        for item in reply[6]:
-            window, limit, count, remaining, retry_after, reset_after = (int(v) for v in item)
-            alone = allowed or (retry_after == -1 and cost <= limit)
-            limits.append(RateLimitResult(alone, count, limit, remaining, retry_after,
-                                          reset_after, window, ms))
-        governing = cls._governing(allowed, limits)
-        head = [int(v) for v in reply[:6]]
-        summary = RateLimitResult(allowed, head[1], head[2], head[3], head[4], head[5],
-                                  limits[governing].window, ms)
-        return cls(summary, tuple(limits), governing)
-
-    @staticmethod
-    def _governing(allowed: bool, limits: Sequence[RateLimitResult]) -> int:
-        if allowed:
-            return min(range(len(limits)), key=lambda i: (limits[i].remaining, i))
-        denying = [i for i, r in enumerate(limits) if not r.allowed]
-        never = [i for i in denying if limits[i].retry_after < 0]
-        if never:
-            return never[0]
-        return min(denying, key=lambda i: (-limits[i].retry_after, i))
+        allowed, count, limit, remaining, retry_after, reset_after = (int(v) for v in reply[:6])
+        limits = tuple(_one_limit(item, allowed == 1, cost, ms) for item in reply[6])
+        governing = _governing(reply)
+        summary = RateLimitResult(allowed == 1, count, limit, remaining, retry_after,
+                                  reset_after, limits[governing].window, ms)
+        return cls(summary, limits, governing)
 
     @classmethod
     def unavailable(
@@ -144,3 +128,22 @@ class MultiLimitResult:
         limits = tuple(RateLimitResult.unavailable(allowed, limit, window, ms)
                        for limit, window in rates)
         return cls(limits[0], limits, 0)
+
+
+def _one_limit(item: Sequence[Any], allowed: bool, cost: int, ms: bool) -> RateLimitResult:
+    """One limit of the 7th element. Its `retry_after` is -1 when that limit alone allows
+    the request, and also when it never can (cost > limit): the module's README."""
+    window, limit, count, remaining, retry_after, reset_after = (int(v) for v in item)
+    alone = allowed or (retry_after == -1 and cost <= limit)
+    return RateLimitResult(alone, count, limit, remaining, retry_after, reset_after, window, ms)
+
+
+def _governing(reply: Sequence[Any]) -> int:
+    """The limit the summary speaks for, as the module names it: the first whose limit,
+    count, remaining and retry_after are the summary's (a tie in all four is a tie in the
+    module's own rule, which also goes to the first)."""
+    head = [int(v) for v in (reply[2], reply[1], reply[3], reply[4])]
+    for i, item in enumerate(reply[6]):
+        if [int(v) for v in item[1:5]] == head:
+            return i
+    raise ValueError(f"no limit in the DETAILS reply matches its summary: {reply!r}")

@@ -11,7 +11,7 @@
     )
 
 The same policies, identities, headers, refusals and shadow mode as the ASGI middleware
-(both are built on `slidingwindow.middleware`). Paths are matched against PATH_INFO, the
+(both are built on `slidingwindow.guard`). Paths are matched against PATH_INFO, the
 path inside the app. The identity function must be synchronous.
 """
 
@@ -21,23 +21,16 @@ from http import HTTPStatus
 from types import TracebackType
 from typing import Any, Callable, Iterable, Optional, Union
 
+from .guard import MiddlewareBase, Refusal
+from .http_identity import ScopeIdentity, by_ip, header_api_key
+from .http_request import EnvironReader
 from .limiter import SlidingWindowRateLimiter
-from .middleware import (
-    MiddlewareBase,
-    Policy,
-    Refusal,
-    RequestIdentity,
-    ScopeIdentity,
-    by_ip,
-    header_api_key,
-    request_line,
-)
+from .policy import Policy
 
 __all__ = [
     "Policy",
     "RateLimitWSGIMiddleware",
     "Refusal",
-    "RequestIdentity",
     "ScopeIdentity",
     "by_ip",
     "header_api_key",
@@ -59,7 +52,7 @@ class RateLimitWSGIMiddleware(MiddlewareBase[WSGIApp, SlidingWindowRateLimiter])
     """WSGI middleware: limits the requests whose PATH_INFO matches a policy."""
 
     def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
-        _, path = request_line(environ)
+        _, path = EnvironReader(environ).method_and_path()
         policy = self.guard.policy_for(path)
         if policy is None:
             return self.app(environ, start_response)

@@ -1,7 +1,4 @@
-"""Memory readings both benchmarks take: after a flush, and once the server has settled.
-
-Shared by bench/servers.py (`make bench`) and bench/accuracy (`make accuracy`).
-"""
+"""Memory readings the benchmarks take: after a flush, and once the server has settled."""
 
 from __future__ import annotations
 

@@ -14,18 +14,21 @@ from werkzeug.serving import make_server
 
 @contextmanager
 def serve_wsgi(app: Any) -> Iterator[str]:
+    """`app` under werkzeug's threaded server; yields its URL."""
     server = make_server("127.0.0.1", 0, app, threaded=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True)
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_port}"
     finally:
         server.shutdown()
         thread.join(10)
+        server.server_close()
 
 
 @contextmanager
 def serve_asgi(app: Any) -> Iterator[str]:
+    """`app` under uvicorn; yields its URL."""
     config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="off")
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)

@@ -9,7 +9,7 @@ import time
 
 import httpx
 
-from servers import free_port
+from .ports import free_port
 
 
 class AppProcess:

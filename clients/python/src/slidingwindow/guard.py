@@ -1,0 +1,163 @@
+"""What the ASGI and WSGI middlewares share: which policy and identity, and what a
+decision becomes (a refusal to send, or headers to add)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any, Callable, Generic, Optional, TypeVar
+
+from .headers import limits_headers
+from .http_identity import IdentityFn, ScopeIdentity
+from .http_request import Request, read
+from .policy import Policy, Routes, RouteTable
+from .result import MultiLimitResult, RateLimitResult
+
+SHADOW_LOGGER = logging.getLogger("slidingwindow.shadow")
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A request refused (or, in shadow mode, let through that would have been refused).
+    `result` is the decision's summary (the governing limit's numbers; see
+    MultiLimitResult), `results` each limit's; `result.degraded` means Redis was
+    unavailable with a fail-closed limiter (a 503)."""
+
+    policy: Policy
+    identity: str
+    method: str
+    path: str
+    result: RateLimitResult
+    shadow: bool
+    results: tuple[RateLimitResult, ...] = ()
+
+
+RefusalHook = Callable[[Refusal], None]
+
+
+@dataclass(frozen=True)
+class Response:
+    status: int
+    headers: list[tuple[str, str]]
+    body: bytes
+
+
+class Guard:
+    """The HTTP-independent part of a middleware: which policy, which identity, and what
+    a decision becomes (a refusal to send, or headers to add).
+
+    shadow: never refuse; each would-be refusal goes to `on_refusal` and to a WARNING line
+        on the "slidingwindow.shadow" logger. Counting and headers are as when enforcing
+        (a refused CHECK counts nothing, so the counts are exactly the enforcing ones).
+    on_refusal: called with a `Refusal` for every refusal, enforced or shadow.
+    """
+
+    def __init__(
+        self,
+        policies: Routes,
+        identity: Optional[IdentityFn],
+        shadow: bool = False,
+        on_refusal: Optional[RefusalHook] = None,
+        logger: Optional[logging.Logger] = None,
+    ) -> None:
+        self.routes = RouteTable(policies)
+        self.identity: IdentityFn = identity or ScopeIdentity()
+        self.shadow = shadow
+        self.on_refusal = on_refusal
+        self.logger = logger or SHADOW_LOGGER
+
+    def policy_for(self, path: str) -> Optional[Policy]:
+        return self.routes.policy_for(path)
+
+    def identity_for(self, policy: Policy) -> IdentityFn:
+        return policy.identity or self.identity
+
+    @staticmethod
+    def client_id(policy: Policy, who: str) -> str:
+        return f"{policy.name}:{who}"
+
+    def verdict(
+        self, request: Request, policy: Policy, who: str, decision: MultiLimitResult
+    ) -> tuple[Optional[Response], list[tuple[str, str]]]:
+        """(the refusal to send, or None to go on; headers to add to the app's response)."""
+        headers = list(limits_headers(decision, policy.name).items())
+        result = decision.summary
+        if result.allowed:
+            return None, headers
+        method, path = read(request).method_and_path()
+        event = Refusal(policy, who, method, path, result, self.shadow, decision.limits)
+        if self.on_refusal is not None:
+            try:
+                self.on_refusal(event)
+            except Exception:  # a broken hook must not break the request
+                self.logger.exception("rate limiter: on_refusal hook raised")
+        if not self.shadow:
+            return refusal_response(policy, result, headers), headers
+        self._log_shadow(event)
+        # Retry-After belongs to a refusal; the request goes on, so it is left out.
+        return None, [(k, v) for k, v in headers if k != "Retry-After"]
+
+    def _log_shadow(self, event: Refusal) -> None:
+        if event.result.degraded:
+            why = "rate limiter unavailable, fail-closed: 503"
+        else:
+            why = f"429, retry after {event.result.retry_after_seconds}s"
+        self.logger.warning(
+            "shadow: would refuse %s %s for %s under %r (%s; %s)",
+            event.method, event.path, event.identity, event.policy.name,
+            event.policy.describe(), why,
+        )
+
+
+def refusal_response(
+    policy: Policy, result: RateLimitResult, headers: list[tuple[str, str]]
+) -> Response:
+    """429 with the headers and a JSON body; 503 when Redis was unavailable (fail-closed)."""
+    if result.degraded:
+        status = 503
+        body: dict[str, Any] = {
+            "error": "rate_limiter_unavailable",
+            "message": "The rate limiter is unavailable; try again later.",
+        }
+    else:
+        status = 429
+        body = {
+            "error": "rate_limited",
+            "message": f"Too many requests: {policy.describe()} ({policy.name!r}).",
+            "policy": policy.name,
+            "limit": result.limit,
+            "retry_after": result.retry_after_seconds,
+        }
+    payload = json.dumps(body).encode()
+    return Response(status, [
+        ("Content-Type", "application/json"),
+        ("Content-Length", str(len(payload))),
+        *headers,
+    ], payload)
+
+
+AppT = TypeVar("AppT")
+LimiterT = TypeVar("LimiterT")
+
+
+class MiddlewareBase(Generic[AppT, LimiterT]):
+    """The constructor both middlewares share; see `Guard` for `shadow` and `on_refusal`."""
+
+    def __init__(
+        self,
+        app: AppT,
+        limiter: LimiterT,
+        policies: Routes,
+        identity: Optional[IdentityFn] = None,
+        *,
+        shadow: bool = False,
+        on_refusal: Optional[RefusalHook] = None,
+        logger: Optional[logging.Logger] = None,
+    ) -> None:
+        self.app = app
+        self.limiter = limiter
+        self.guard = Guard(policies, identity, shadow, on_refusal, logger)
+
+    def policy_for(self, path: str) -> Optional[Policy]:
+        return self.guard.policy_for(path)

@@ -1,7 +1,7 @@
 //! redis-slidingwindow: the `slidingwindow` module. Registration only: the commands,
 //! their flags, ACL categories and docs, the INFO section. The algorithm lives in
-//! `window`, the bytes in `encoding`, argument checking in `args`, the command glue in
-//! `commands`.
+//! `window`, the bytes in `encoding`, argument checking in `args`, the handlers in
+//! `commands`, key access in `key`, replies in `reply`.
 
 // Unit tests leave out the `redis_module!` entry point, so the registration code is
 // unused there.
@@ -15,7 +15,11 @@ mod commands;
 mod encoding;
 #[cfg(feature = "fault-injection")]
 mod fault;
+mod key;
+mod reply;
 mod stats;
+#[cfg(test)]
+mod testing;
 #[cfg(test)]
 mod testref;
 #[cfg(test)]
@@ -43,7 +47,7 @@ pub struct Command {
     pub doc: command_info::Doc,
 }
 
-const COMMANDS: [Command; 3] = [
+const COMMANDS: [Command; 4] = [
     Command {
         name: c"slidingwindow.check",
         handler: commands::check,
@@ -59,6 +63,15 @@ const COMMANDS: [Command; 3] = [
         doc: command_info::PEEK,
     },
     Command {
+        name: c"slidingwindow.refund",
+        handler: commands::refund,
+        // deny-oom like CHECK (and like the Functions library's refund, which cannot
+        // be allowed under OOM without allowing every write).
+        flags: c"write deny-oom fast",
+        acl: "write fast",
+        doc: command_info::REFUND,
+    },
+    Command {
         name: c"slidingwindow.counts",
         handler: commands::counts,
         flags: c"readonly fast",
@@ -69,10 +82,10 @@ const COMMANDS: [Command; 3] = [
 
 /// Registers the ACL category and the commands. Called once by RedisModule_OnLoad.
 fn register(ctx: *mut raw::RedisModuleCtx) -> anyhow::Result<()> {
-    if let Some(missing) = commands::missing_api() {
+    if let Some(missing) = api::missing() {
         bail!("this server lacks {missing}");
     }
-    commands::init_strings()?;
+    key::init_strings()?;
     // Redis 7.0 has neither function, and refuses modules that try to set categories:
     // there, operators grant the commands by name (see the README).
     let own_category = match unsafe { raw::RedisModule_AddACLCategory } {
@@ -157,6 +170,8 @@ mod info {
         peeks: u64,
         counts: u64,
         errors: u64,
+        refunds: u64,
+        refunded_units: u64,
     }
 
     #[info_command_handler]
@@ -169,6 +184,8 @@ mod info {
             peeks: s.peeks,
             counts: s.counts,
             errors: s.errors,
+            refunds: s.refunds,
+            refunded_units: s.refunded_units,
         })
     }
 }
@@ -187,15 +204,34 @@ fn init(ctx: &redis_module::Context, _args: &[redis_module::RedisString]) -> red
 /// MODULE UNLOAD, or a server that unloads modules at shutdown (Valkey 9.1).
 #[cfg(not(test))]
 fn deinit(_ctx: &redis_module::Context) -> redis_module::Status {
-    commands::free_strings();
+    key::free_strings();
     redis_module::Status::Ok
+}
+
+/// The crate's version as `MODULE LIST` reports it: major * 10000 + minor * 100 + patch,
+/// so 0.2.0 is 200. Cargo.toml is the one place the version is written.
+const MODULE_VERSION: i32 = version_part(env!("CARGO_PKG_VERSION_MAJOR")) * 10_000
+    + version_part(env!("CARGO_PKG_VERSION_MINOR")) * 100
+    + version_part(env!("CARGO_PKG_VERSION_PATCH"));
+
+/// One decimal part of the version, at compile time.
+const fn version_part(digits: &str) -> i32 {
+    let bytes = digits.as_bytes();
+    let mut v = 0;
+    let mut i = 0;
+    while i < bytes.len() {
+        assert!(bytes[i].is_ascii_digit(), "a version part is digits only");
+        v = v * 10 + (bytes[i] - b'0') as i32;
+        i += 1;
+    }
+    v
 }
 
 // Left out of unit tests: its global allocator needs a running Redis.
 #[cfg(not(test))]
 redis_module::redis_module! {
     name: "slidingwindow",
-    version: 200,
+    version: MODULE_VERSION,
     allocator: (redis_module::alloc::RedisAlloc, redis_module::alloc::RedisAlloc),
     data_types: [],
     init: init,

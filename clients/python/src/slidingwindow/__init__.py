@@ -1,4 +1,4 @@
-"""Client for the slidingwindow Redis/Valkey module: SLIDINGWINDOW.CHECK and PEEK.
+"""Client for the slidingwindow Redis/Valkey module: SLIDINGWINDOW.CHECK, PEEK and REFUND.
 
     from slidingwindow import SlidingWindowRateLimiter, connect
     limiter = SlidingWindowRateLimiter(connect("redis://127.0.0.1:6379"))

@@ -16,6 +16,7 @@ from .result import MultiLimitResult, RateLimitResult
 
 CHECK = "SLIDINGWINDOW.CHECK"
 PEEK = "SLIDINGWINDOW.PEEK"
+REFUND = "SLIDINGWINDOW.REFUND"
 
 Arg = Union[str, int]
 # Several limits: a rate string ("10/second;1000/hour"), or Rates, or (limit, window) pairs.
@@ -55,7 +56,7 @@ def command_args(
     details: bool,
     more: Sequence[tuple[int, int]] = (),
 ) -> list[Arg]:
-    """The argument vector of one CHECK or PEEK; `more` limits go as `LIMIT limit window`."""
+    """The argument vector of one CHECK, PEEK or REFUND; `more` limits go as `LIMIT limit window`."""
     _check_ints(limit=limit, window=window, cost=cost)
     args: list[Arg] = [command, key, limit, window]
     if now is not None:
@@ -75,11 +76,19 @@ def command_args(
 @dataclass(frozen=True)
 class Command(Generic[T]):
     """One call: `args` (the key is args[1]), `read` turns the reply into the answer, and
-    `without_redis(allowed)` is the answer during an outage."""
+    `without_redis(allowed)` is the answer during an outage. `probe_args`, when set, is
+    what a probe started by this call sends instead of `args` (a REFUND probes with PEEK:
+    a probe must not give anything back behind the caller's back)."""
 
     args: Sequence[Arg]
     read: Callable[[Any], T]
     without_redis: Callable[[bool], T]
+    probe_args: Optional[Sequence[Arg]] = None
+
+
+def _probe_args(args: Sequence[Arg]) -> Optional[Sequence[Arg]]:
+    """PEEK's arguments for a REFUND (the same but the command), None for the others."""
+    return [PEEK, *args[1:]] if args[0] == REFUND else None
 
 
 def _read_is_allowed(reply: Any) -> tuple[bool, int]:
@@ -130,7 +139,7 @@ class LimiterBase(Generic[ClientT]):
         if gate is Gate.CALL:
             return None
         if gate is Gate.PROBE:
-            self._start_probe(command.args)
+            self._start_probe(command.probe_args or command.args)
         return command.without_redis(self.fail_open)
 
     def _failed(self, exc: Exception, command: Command[T]) -> T:
@@ -159,6 +168,7 @@ class LimiterBase(Generic[ClientT]):
             args,
             lambda reply: RateLimitResult.from_reply(reply, window, ms),
             lambda allowed: RateLimitResult.unavailable(allowed, limit, window, ms),
+            _probe_args(args),
         )
 
     def _limits_command(
@@ -174,6 +184,7 @@ class LimiterBase(Generic[ClientT]):
             args,
             lambda reply: MultiLimitResult.from_reply(reply, windows, cost, ms),
             lambda allowed: MultiLimitResult.unavailable(allowed, pairs, ms),
+            _probe_args(args),
         )
 
 

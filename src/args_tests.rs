@@ -1,4 +1,5 @@
 use super::*;
+use crate::testing::parse;
 use crate::testrng::Rng;
 
 fn p(s: &str) -> Result<Parsed, ArgError> {

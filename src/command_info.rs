@@ -20,6 +20,8 @@ use raw::{
 #[derive(Clone, Copy)]
 pub struct Doc {
     summary: &'static CStr,
+    /// The release that introduced the command.
+    since: &'static CStr,
     arity: c_int,
     /// RW + ACCESS + UPDATE for CHECK; RO + ACCESS for the read-only commands.
     writes: bool,
@@ -36,6 +38,7 @@ enum Args {
 pub const CHECK: Doc = Doc {
     summary:
         c"Counts a request against one or more sliding-window limits and says whether it is allowed",
+    since: c"0.1.0",
     arity: -4,
     writes: true,
     args: Args::Limits,
@@ -43,6 +46,7 @@ pub const CHECK: Doc = Doc {
 
 pub const PEEK: Doc = Doc {
     summary: c"Says what SLIDINGWINDOW.CHECK would answer now, without counting anything",
+    since: c"0.1.0",
     arity: -4,
     writes: false,
     args: Args::Limits,
@@ -50,6 +54,7 @@ pub const PEEK: Doc = Doc {
 
 pub const COUNTS: Doc = Doc {
     summary: c"The previous and current window's counts of one window size, and the time elapsed in the current window",
+    since: c"0.2.0",
     arity: -3,
     writes: false,
     args: Args::Window,
@@ -209,7 +214,7 @@ pub fn set(command: *mut raw::RedisModuleCommand, name: &CStr, doc: &Doc) -> any
         version: &version,
         summary: doc.summary.as_ptr(),
         complexity: c"O(1)".as_ptr(),
-        since: c"0.1.0".as_ptr(),
+        since: doc.since.as_ptr(),
         history: null_mut(),
         tips: null(),
         arity: doc.arity,

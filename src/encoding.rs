@@ -82,14 +82,8 @@ impl<const N: usize> Encoded<N> {
     }
 }
 
-#[cfg(test)]
-pub fn encode(s: &State) -> Encoded {
-    let mut out = Encoded::default();
-    encode_into(s, &mut out);
-    out
-}
-
-/// `s`'s bytes, into a buffer the caller holds (no copy of the result).
+/// Writes `s`'s bytes (version 1 for one counter, 2 for several) into a buffer the
+/// caller holds (no copy of the result).
 pub fn encode_into(s: &State, out: &mut Encoded) {
     match s.counters() {
         [one] => encode_one_into(one, out),
@@ -129,13 +123,8 @@ pub enum DecodeError {
     Trailing,
 }
 
-#[cfg(test)]
-pub fn decode(bytes: &[u8]) -> Result<State, DecodeError> {
-    let mut s = State::default();
-    decode_into(bytes, &mut s).map(|()| s)
-}
-
-/// `decode`, into a state the caller holds (no copy of the result).
+/// Decodes `bytes` into a state the caller holds (no copy of the result): exactly what
+/// `encode_into` writes is accepted, anything else refused, and `out` is then empty.
 #[inline(always)]
 pub fn decode_into(bytes: &[u8], out: &mut State) -> Result<(), DecodeError> {
     out.clear();

@@ -1,4 +1,5 @@
 use super::*;
+use crate::testing::*;
 use crate::testrng::Rng;
 
 fn random_counter(rng: &mut Rng) -> Counter {
@@ -36,7 +37,7 @@ fn random_state(rng: &mut Rng) -> State {
         }
     }
     list.sort_by_key(Counter::sort_key);
-    State::from_sorted(&list).expect("sorted and distinct")
+    from_sorted(&list).expect("sorted and distinct")
 }
 
 fn counter(unit: Unit, window: u64, index: u64, current: u64, previous: u64) -> Counter {
@@ -68,18 +69,18 @@ fn a_typical_state_is_small() {
     let c = counter(Unit::Seconds, 60, 29_666_666, 100, 300);
     // The example in the README: one window is version 1, byte for byte as release
     // 0.1 wrote it, so keys written before multi-limit support keep their counts.
-    let e = encode(&State::single(c));
+    let e = encode(&single(c));
     let v1 = [0xa1, 0x00, 0x3c, 0xea, 0xda, 0x92, 0x0e, 0x64, 0xac, 0x02];
     assert_eq!(e.as_bytes(), &v1);
-    assert_eq!(decode(&v1), Ok(State::single(c)));
+    assert_eq!(decode(&v1), Ok(single(c)));
     let ms = Counter {
         unit: Unit::Millis,
         window: 60_000,
         ..c
     };
-    assert_eq!(encode(&State::single(ms)).as_bytes().len(), 12);
+    assert_eq!(encode(&single(ms)).as_bytes().len(), 12);
     // Two windows (10/s and 1000/h): the README's version 2 example.
-    let s = State::from_sorted(&[
+    let s = from_sorted(&[
         counter(Unit::Seconds, 1, 1_780_000_000, 3, 9),
         counter(Unit::Seconds, 3600, 494_444, 120, 800),
     ])
@@ -95,7 +96,7 @@ fn a_typical_state_is_small() {
 
 #[test]
 fn refuses_what_it_did_not_write() {
-    let good = encode(&State::single(counter(Unit::Millis, 1000, 5, 1, 2)));
+    let good = encode(&single(counter(Unit::Millis, 1000, 5, 1, 2)));
     let g = good.as_bytes().to_vec();
     assert!(decode(&g).is_ok());
     let with = |v: &[u8], i: usize, b: u8| {

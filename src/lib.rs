@@ -1,7 +1,7 @@
 //! redis-slidingwindow: the `slidingwindow` module. Registration only: the commands,
 //! their flags, ACL categories and docs, the INFO section. The algorithm lives in
-//! `window`, the bytes in `encoding`, argument checking in `args`, the command glue in
-//! `commands`.
+//! `window`, the bytes in `encoding`, argument checking in `args`, the handlers in
+//! `commands`, key access in `key`, replies in `reply`.
 
 // Unit tests leave out the `redis_module!` entry point, so the registration code is
 // unused there.
@@ -15,7 +15,11 @@ mod commands;
 mod encoding;
 #[cfg(feature = "fault-injection")]
 mod fault;
+mod key;
+mod reply;
 mod stats;
+#[cfg(test)]
+mod testing;
 #[cfg(test)]
 mod testref;
 #[cfg(test)]
@@ -69,10 +73,10 @@ const COMMANDS: [Command; 3] = [
 
 /// Registers the ACL category and the commands. Called once by RedisModule_OnLoad.
 fn register(ctx: *mut raw::RedisModuleCtx) -> anyhow::Result<()> {
-    if let Some(missing) = commands::missing_api() {
+    if let Some(missing) = api::missing() {
         bail!("this server lacks {missing}");
     }
-    commands::init_strings()?;
+    key::init_strings()?;
     // Redis 7.0 has neither function, and refuses modules that try to set categories:
     // there, operators grant the commands by name (see the README).
     let own_category = match unsafe { raw::RedisModule_AddACLCategory } {
@@ -187,15 +191,34 @@ fn init(ctx: &redis_module::Context, _args: &[redis_module::RedisString]) -> red
 /// MODULE UNLOAD, or a server that unloads modules at shutdown (Valkey 9.1).
 #[cfg(not(test))]
 fn deinit(_ctx: &redis_module::Context) -> redis_module::Status {
-    commands::free_strings();
+    key::free_strings();
     redis_module::Status::Ok
+}
+
+/// The crate's version as `MODULE LIST` reports it: major * 10000 + minor * 100 + patch,
+/// so 0.2.0 is 200. Cargo.toml is the one place the version is written.
+const MODULE_VERSION: i32 = version_part(env!("CARGO_PKG_VERSION_MAJOR")) * 10_000
+    + version_part(env!("CARGO_PKG_VERSION_MINOR")) * 100
+    + version_part(env!("CARGO_PKG_VERSION_PATCH"));
+
+/// One decimal part of the version, at compile time.
+const fn version_part(digits: &str) -> i32 {
+    let bytes = digits.as_bytes();
+    let mut v = 0;
+    let mut i = 0;
+    while i < bytes.len() {
+        assert!(bytes[i].is_ascii_digit(), "a version part is digits only");
+        v = v * 10 + (bytes[i] - b'0') as i32;
+        i += 1;
+    }
+    v
 }
 
 // Left out of unit tests: its global allocator needs a running Redis.
 #[cfg(not(test))]
 redis_module::redis_module! {
     name: "slidingwindow",
-    version: 200,
+    version: MODULE_VERSION,
     allocator: (redis_module::alloc::RedisAlloc, redis_module::alloc::RedisAlloc),
     data_types: [],
     init: init,

@@ -116,20 +116,6 @@ impl PartialEq for State {
 impl Eq for State {}
 
 impl State {
-    #[cfg(test)]
-    pub fn single(c: Counter) -> State {
-        State(Held::One(c))
-    }
-
-    /// A state from counters already in order; `None` unless there are 1 to
-    /// `MAX_WINDOWS` of them, strictly increasing by `(unit, window)`.
-    #[cfg(test)]
-    pub fn from_sorted(list: &[Counter]) -> Option<State> {
-        let mut s = State::default();
-        let all = list.iter().all(|&c| s.push(c));
-        (all && !s.counters().is_empty()).then_some(s)
-    }
-
     /// Appends `c` if there is room and it sorts after every counter held; says
     /// whether it did.
     #[inline(always)]
@@ -375,19 +361,12 @@ impl Decision<'_> {
         (0..self.req.limits.len()).map(|i| self.judge(i))
     }
 
-    /// The key's state after this (allowed) request: the named windows with the cost
-    /// counted, then the other windows the key holds, less those whose counts can no
-    /// longer matter (two windows old at `now`) and, past `MAX_WINDOWS`, those whose
-    /// newest counts are oldest. When it keeps windows the call did not name
-    /// (`counters().len() > limit_count()`), the key's expiry must not be shortened.
-    #[cfg(test)]
-    pub fn next_state(&self) -> State {
-        let mut out = State::default();
-        self.next_state_into(&mut out);
-        out
-    }
-
-    /// `next_state`, into a state the caller holds (no copy of the result).
+    /// Writes into `out` the key's state after this (allowed) request: the named
+    /// windows with the cost counted, then the other windows the key holds, less those
+    /// whose counts can no longer matter (two windows old at `now`) and, past
+    /// `MAX_WINDOWS`, those whose newest counts are oldest. When it keeps windows the
+    /// call did not name (`counters().len() > limit_count()`), the key's expiry must not
+    /// be shortened. Into a state the caller holds: no copy of the result.
     pub fn next_state_into(&self, out: &mut State) {
         let req = &self.req;
         out.clear();
@@ -413,9 +392,9 @@ impl Decision<'_> {
         out.counters_mut().sort_unstable_by_key(Counter::sort_key);
     }
 
-    /// `next_state` when it is one counter (one limit, and the key holds no other
-    /// window): the common case, which the handler encodes without building a `State`.
-    /// `None` otherwise.
+    /// The next state (see `next_state_into`) when it is one counter (one limit, and
+    /// the key holds no other window): the common case, which the handler encodes
+    /// without building a `State`. `None` otherwise.
     pub fn next_single(&self) -> Option<Counter> {
         if self.req.limits.len() != 1 {
             return None;

@@ -2,6 +2,7 @@
 //! backward time, several limits, and the extremes of every range.
 
 use super::*;
+use crate::testing::{next_state, single};
 use crate::testref::RefKey;
 use crate::testrng::Rng;
 use std::collections::HashMap;
@@ -100,7 +101,7 @@ fn check(state: &mut Option<State>, r: &Request) -> Seen {
         outcomes: (0..d.limit_count()).map(|i| d.outcome(i)).collect(),
         governing: d.governing(),
     };
-    let next = d.allowed.then(|| d.next_state());
+    let next = d.allowed.then(|| next_state(&d));
     if let Some(next) = next {
         // The handler's shortcut for one window must give the same state.
         if let Some(c) = d.next_single() {
@@ -149,7 +150,7 @@ impl SeedModel {
 #[test]
 fn the_seed_articles_example() {
     // 80 requests in the previous minute, 30 in this one, 18 s (30%) into it: 56 + 30.
-    let mut s = Some(State::single(counter(Unit::Seconds, 60, 1000, 30, 80)));
+    let mut s = Some(single(counter(Unit::Seconds, 60, 1000, 30, 80)));
     let d = check(&mut s, &req(100, 60, 60_018));
     assert!(d.allowed);
     assert_eq!(d.count(), 87);
@@ -279,7 +280,7 @@ fn retry_after_and_reset_after_are_exact() {
         let limit = rng.range(0, 30);
         let cost = rng.range(1, 6);
         let index = rng.range(1, 100);
-        let state = State::single(counter(
+        let state = single(counter(
             Unit::Seconds,
             window,
             index,
@@ -294,7 +295,7 @@ fn retry_after_and_reset_after_are_exact() {
         };
         let r = with_cost(req(limit, window, now), cost);
         let d = decide(Some(&state), &r);
-        let after = if d.allowed { d.next_state() } else { state };
+        let after = if d.allowed { next_state(&d) } else { state };
         let horizon = now.max(index * window) + 3 * window;
         let at = |t: u64| decide(Some(&after), &at_time(r, t));
         let reset = scan(now, horizon, |t| at(t).count_before(cost) == 0);
@@ -331,7 +332,7 @@ fn retry_after_is_exact_for_large_values() {
         let limit = rng.range(0, MAX_VALUE);
         let cost = rng.range(1, limit.max(1));
         let index = rng.range(0, (MAX_VALUE - 3 * window) / window);
-        let state = State::single(counter(
+        let state = single(counter(
             Unit::Millis,
             window,
             index,
@@ -341,7 +342,7 @@ fn retry_after_is_exact_for_large_values() {
         let now = index * window + rng.range(0, window);
         let r = multi(&[lim(limit, window)], Unit::Millis, now, cost);
         let d = decide(Some(&state), &r);
-        let after = if d.allowed { d.next_state() } else { state };
+        let after = if d.allowed { next_state(&d) } else { state };
         let at = |t: u64| decide(Some(&after), &at_time(r, t));
         let reset = d.reset_after();
         assert!(reset <= 2 * window);
@@ -366,7 +367,7 @@ fn extremes_do_not_overflow() {
     for &window in &[1, 2, Unit::Millis.max_window()] {
         for &now in &[0, MAX_VALUE - 1, MAX_VALUE] {
             let index = now / window;
-            let full = State::single(counter(Unit::Millis, window, index, MAX_VALUE, MAX_VALUE));
+            let full = single(counter(Unit::Millis, window, index, MAX_VALUE, MAX_VALUE));
             let r = multi(&[lim(MAX_VALUE, window)], Unit::Millis, now, MAX_VALUE);
             let d = decide(Some(&full), &r);
             assert!(!d.allowed);
@@ -389,7 +390,7 @@ fn extremes_do_not_overflow() {
             assert_eq!(d.retry_after(), -1);
             // The cost sits in the current window until two windows on.
             assert_eq!(d.reset_after(), (index + 2) * window - now);
-            let c = d.next_state().counters()[0];
+            let c = next_state(&d).counters()[0];
             assert_eq!((c.index, c.current, c.previous), (index, MAX_VALUE, 0));
         }
     }
@@ -566,7 +567,7 @@ fn aged_out_windows_are_dropped_and_at_most_eight_are_kept() {
     // The named windows are never dropped, even when all eight are new.
     let eight: Vec<Limit> = (20..28).map(|w| lim(100, w)).collect();
     let d = decide(Some(&st), &multi(&eight, Unit::Seconds, 1005, 1));
-    let next = d.next_state();
+    let next = next_state(&d);
     let windows: Vec<u64> = next.counters().iter().map(|c| c.window).collect();
     assert_eq!(windows, (20..28).collect::<Vec<_>>());
 }
@@ -578,7 +579,7 @@ fn next_state_says_when_other_windows_are_kept() {
     let mut s = None;
     let keeps = |s: &Option<State>, r: &Request| {
         let d = decide(s.as_ref(), r);
-        d.next_state().counters().len() > d.limit_count()
+        next_state(&d).counters().len() > d.limit_count()
     };
     assert!(!keeps(&s, &req(5, 3600, 0)));
     check(&mut s, &req(5, 3600, 0));

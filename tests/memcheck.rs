@@ -26,9 +26,9 @@
 mod support;
 
 use std::io::Write;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
-use support::{sw, Kind, CHECK, PEEK};
+use support::{sw, Kind, Server, CHECK, PEEK};
 
 const MAX: u64 = (1 << 53) - 1;
 
@@ -50,103 +50,41 @@ fn valkey9() {
     memcheck(Kind::Valkey9);
 }
 
-struct Valgrinded {
-    child: Option<Child>,
-    port: u16,
-    dir: std::path::PathBuf,
-}
-
-impl Valgrinded {
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.join("valgrind.log")).unwrap_or_default()
-    }
-
-    fn server_log(&self) -> String {
-        std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default()
-    }
-}
-
-impl Drop for Valgrinded {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-        if !std::thread::panicking() {
-            let _ = std::fs::remove_dir_all(&self.dir);
-        }
-    }
-}
-
-fn start(kind: Kind) -> Valgrinded {
-    let dir = support::fresh_dir(&format!("memcheck-{kind}"));
-    let port = support::free_port();
-    let child = Command::new("valgrind")
-        .args([
-            "--tool=memcheck",
-            "--leak-check=full",
-            "--show-leak-kinds=definite",
-        ])
-        .args(["--errors-for-leak-kinds=definite", "--num-callers=40"])
-        // Stacks through the module stay readable after the server unloads it.
-        .arg("--keep-debuginfo=yes")
-        .arg("--soname-synonyms=somalloc=libjemalloc.so*")
-        .arg(format!("--log-file={}", dir.join("valgrind.log").display()))
-        .arg(kind.binary())
-        .args([
-            "--port",
-            &port.to_string(),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-        ])
-        .args([
+/// The server under `valgrind --tool=memcheck`, its report in `valgrind.log` in the
+/// server's directory.
+fn start(kind: Kind) -> Server {
+    Server::start_under(
+        kind,
+        &[
             "--appendonly",
             "yes",
             "--appendfsync",
             "no",
             "--notify-keyspace-events",
             "KEA",
-        ])
-        .arg("--dir")
-        .arg(&dir)
-        .arg("--logfile")
-        .arg(dir.join("server.log"))
-        .arg("--loadmodule")
-        .arg(support::module_path())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn valgrind");
-    let mut v = Valgrinded {
-        child: Some(child),
-        port,
-        dir,
-    };
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        if let Ok(Some(status)) = v.child.as_mut().unwrap().try_wait() {
-            panic!(
-                "the server under valgrind exited with {status}\n{}\n{}",
-                v.server_log(),
-                v.log()
-            );
-        }
-        let up = redis::Client::open(format!("redis://127.0.0.1:{port}/"))
-            .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(5)))
-            .and_then(|mut c| redis::cmd("PING").query::<String>(&mut c));
-        if up.is_ok() {
-            return v;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the server under valgrind not up in 120 s\n{}",
-            v.server_log()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+        ],
+        |dir| {
+            [
+                "valgrind",
+                "--tool=memcheck",
+                "--leak-check=full",
+                "--show-leak-kinds=definite",
+                "--errors-for-leak-kinds=definite",
+                "--num-callers=40",
+                // Stacks through the module stay readable after the server unloads it.
+                "--keep-debuginfo=yes",
+                "--soname-synonyms=somalloc=libjemalloc.so*",
+            ]
+            .map(String::from)
+            .into_iter()
+            .chain([format!("--log-file={}", dir.join("valgrind.log").display())])
+            .collect()
+        },
+    )
+}
+
+fn valgrind_log(s: &Server) -> String {
+    std::fs::read_to_string(s.dir.join("valgrind.log")).unwrap_or_default()
 }
 
 type Reply = Result<redis::Value, String>;
@@ -447,10 +385,7 @@ fn memcheck(kind: Kind) {
     let t0 = Instant::now();
     let mut v = start(kind);
     let started = t0.elapsed();
-    let mut con = redis::Client::open(format!("redis://127.0.0.1:{}/", v.port))
-        .unwrap()
-        .get_connection_with_timeout(Duration::from_secs(10))
-        .unwrap();
+    let mut con = v.connection();
     con.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
     for r in 0..ROUNDS {
         workload(&mut con, r);
@@ -461,19 +396,10 @@ fn memcheck(kind: Kind) {
         .map(str::to_string)
         .collect();
     let _ = redis::cmd("SHUTDOWN").arg("NOSAVE").query::<()>(&mut con);
-    let mut child = v.child.take().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("the server under valgrind did not exit within 120 s of SHUTDOWN");
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    let log = v.log();
+    let status = v
+        .wait_exit(Duration::from_secs(120))
+        .expect("the server under valgrind exits within 120 s of SHUTDOWN");
+    let log = valgrind_log(&v);
     assert!(
         log.contains("ERROR SUMMARY"),
         "valgrind did not finish its report ({status}):\n{log}"
@@ -494,7 +420,7 @@ fn memcheck(kind: Kind) {
         "definitely lost while serving or at exit:\n{}",
         report.lost_otherwise.join("\n")
     );
-    let unloaded = v.server_log().contains("Module slidingwindow unloaded");
+    let unloaded = v.log().contains("Module slidingwindow unloaded");
     let load_bytes: u64 = report.lost_at_load.iter().map(|r| leaked_bytes(r)).sum();
     if !unloaded {
         assert!(

@@ -29,6 +29,7 @@ on_every_server!(
     info_counts_every_kind_of_call,
     command_info_describes_each_command,
     command_docs_describe_each_argument,
+    module_list_and_command_docs_give_the_crates_version,
 );
 
 fn replies_follow_the_seed_article(kind: Kind) {
@@ -51,12 +52,16 @@ fn replies_follow_the_seed_article(kind: Kind) {
 }
 
 /// Random histories, then one CHECK with DETAILS: `retry_after` and `reset_after` are
-/// checked one unit before and at the answer, with the module's PEEK and with the seed
-/// script fed the same requests, whose estimate must agree at every probed instant.
+/// checked one unit before and at the answer, with the module's PEEK and, where the seed
+/// script is present (`support::seed_script`), with the seed fed the same requests,
+/// whose estimate must agree at every probed instant.
 fn details_are_exact_and_agree_with_the_seed_script(kind: Kind) {
     let s = Server::start(kind, &[]);
     let mut c = s.connection();
-    let seed = Seed::load(&mut c);
+    let seed = Seed::load(
+        &mut c,
+        "semantics::details_are_exact_and_agree_with_the_seed_script",
+    );
     let mut rng = Rng::new(kind as u64 + 1);
     let mut denied_and_probed = 0;
     for case in 0..300 {
@@ -69,9 +74,21 @@ fn details_are_exact_and_agree_with_the_seed_script(kind: Kind) {
             now += rng.range(0, window / 2 + 1);
             let module = limiter(now).check(&mut c);
             persist(&mut c, &[&key]);
-            let script = seed.check(&mut c, &key, limit, window, now);
-            assert_eq!(module, script, "case {case}: history at {now}");
+            if let Some(seed) = &seed {
+                let script = seed.check(&mut c, &key, limit, window, now);
+                assert_eq!(module, script, "case {case}: history at {now}");
+            }
         }
+        // The estimate `t`, from the module's PEEK and, when present, from the seed.
+        let estimate_at_time = |c: &mut redis::Connection, t: u64| {
+            let module = sw(&key).limit(NO_LIMIT).window(window).now(t).peek(c)[1] - 1;
+            if let Some(seed) = &seed {
+                let script = seed.estimate(c, &key, window, t);
+                assert_eq!(module, script, "case {case}: estimate at {t}");
+            }
+            module
+        };
+        let estimate = estimate_at_time(&mut c, now);
         let cost = rng.range(1, limit + 1);
         let r = limiter(now).cost(cost).details().check(&mut c);
         persist(&mut c, &[&key]);
@@ -79,27 +96,22 @@ fn details_are_exact_and_agree_with_the_seed_script(kind: Kind) {
         let (allowed, count, retry, reset) = (r[0] == 1, r[1], r[4], r[5]);
         let (l, n) = (limit as i64, cost as i64);
         assert_eq!((r[2], r[3]), (l, (l - count).max(0)), "{r:?}");
-        // The same request in the seed: one of cost n is n requests of cost 1.
-        let estimate = seed.estimate(&mut c, &key, window, now);
         if allowed {
             assert_eq!(count, estimate + n, "case {case}: {r:?}");
-            for i in 1..=n {
-                let script = seed.check(&mut c, &key, limit, window, now);
-                assert_eq!(script, [1, estimate + i], "case {case}");
+            // The same request in the seed: one of cost n is n requests of cost 1.
+            if let Some(seed) = &seed {
+                for i in 1..=n {
+                    let script = seed.check(&mut c, &key, limit, window, now);
+                    assert_eq!(script, [1, estimate + i], "case {case}");
+                }
             }
         } else {
             assert_eq!(count, estimate, "case {case}: {r:?}");
             assert!(estimate + n > l, "case {case}: {r:?}");
         }
         let later = |dt: i64| (now as i64 + dt) as u64;
-        // The estimate `dt` units after `now`, from the module and from the seed.
-        let estimate_at = |c: &mut redis::Connection, dt: i64| {
-            let t = later(dt);
-            let module = sw(&key).limit(NO_LIMIT).window(window).now(t).peek(c)[1] - 1;
-            let script = seed.estimate(c, &key, window, t);
-            assert_eq!(module, script, "case {case}: estimate at {t}: {r:?}");
-            module
-        };
+        // The estimate `dt` units after `now`.
+        let estimate_at = |c: &mut redis::Connection, dt: i64| estimate_at_time(c, later(dt));
         if allowed || cost > limit {
             assert_eq!(retry, -1, "case {case}: {r:?}");
         } else {
@@ -497,5 +509,64 @@ fn command_docs_describe_each_argument(kind: Kind) {
                 "{name}: {option} in {args:?}"
             );
         }
+    }
+}
+
+/// The release each command first appeared in.
+const SINCE: [(&str, &str); 3] = [
+    ("slidingwindow.check", "0.1.0"),
+    ("slidingwindow.peek", "0.1.0"),
+    ("slidingwindow.counts", "0.2.0"),
+];
+
+/// "0.2.0" -> (0, 2, 0).
+fn version_triple(v: &str) -> (u64, u64, u64) {
+    let parts: Vec<u64> = v.split('.').map(|p| p.parse().unwrap()).collect();
+    assert_eq!(parts.len(), 3, "version {v}");
+    (parts[0], parts[1], parts[2])
+}
+
+fn module_list_and_command_docs_give_the_crates_version(kind: Kind) {
+    let s = Server::start(kind, &[]);
+    let mut c = s.connection();
+    let crate_version = version_triple(env!("CARGO_PKG_VERSION"));
+    let (major, minor, patch) = crate_version;
+    let modules: Value = redis::cmd("MODULE").arg("LIST").query(&mut c).unwrap();
+    let ours = items(&modules)
+        .iter()
+        .map(fields)
+        .find(|m| flat(&m["name"]) == "slidingwindow")
+        .expect("MODULE LIST names slidingwindow");
+    assert_eq!(
+        ours["ver"],
+        Value::Int((major * 10_000 + minor * 100 + patch) as i64),
+        "MODULE LIST against Cargo.toml's {}",
+        env!("CARGO_PKG_VERSION")
+    );
+    // Every command the module registers, each with the release that introduced it,
+    // none later than this one.
+    let mut listed: Vec<String> = redis::cmd("COMMAND")
+        .arg("LIST")
+        .arg("FILTERBY")
+        .arg("MODULE")
+        .arg("slidingwindow")
+        .query(&mut c)
+        .unwrap();
+    listed.sort();
+    let mut expected: Vec<&str> = SINCE.iter().map(|(n, _)| *n).collect();
+    expected.sort();
+    assert_eq!(listed, expected, "the module's commands");
+    for (name, since) in SINCE {
+        let reply: Value = redis::cmd("COMMAND")
+            .arg("DOCS")
+            .arg(name)
+            .query(&mut c)
+            .unwrap();
+        let doc = fields(&items(&reply)[1]);
+        assert_eq!(flat(&doc["since"]), since, "{name}: since");
+        assert!(
+            version_triple(since) <= crate_version,
+            "{name}: since {since}"
+        );
     }
 }

@@ -1,0 +1,235 @@
+//! One limiter key, open for the length of a call: read its state, store the next one
+//! (in place when it can), keep or set its expiry, and tell replicas, the AOF, WATCH
+//! and keyspace subscribers exactly what changed. Closed on drop.
+
+use crate::encoding::{self, MAX_LEN, MIN_LEN};
+use crate::window::State;
+use libc::{c_char, c_int, c_longlong};
+use redis_module::raw::{self, KeyMode};
+use std::sync::atomic::{AtomicPtr, Ordering::Relaxed};
+
+const OK: c_int = raw::REDISMODULE_OK as c_int;
+
+/// The key holds something that is not a limiter's state: another type, or a string
+/// this module did not write. Replied to as WRONGTYPE, with the value left as it was.
+#[derive(Debug)]
+pub struct WrongType;
+
+/// The expiry a write leaves on the key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Expiry {
+    /// Expire at this absolute server time, in milliseconds.
+    At(u64),
+    /// The key has no expiry, and keeps none.
+    Never,
+}
+
+pub struct Key {
+    ctx: *mut raw::RedisModuleCtx,
+    name: *mut raw::RedisModuleString,
+    ptr: *mut raw::RedisModuleKey,
+    /// The value's length as `read` found it (0 for a missing key), so `write` need
+    /// not ask again.
+    len: usize,
+}
+
+impl Key {
+    pub fn open(
+        ctx: *mut raw::RedisModuleCtx,
+        name: *mut raw::RedisModuleString,
+        mode: KeyMode,
+    ) -> Key {
+        Key {
+            ctx,
+            name,
+            ptr: raw::open_key(ctx, name, mode),
+            len: 0,
+        }
+    }
+
+    /// Decodes the key's state into `into`: `Ok(false)` when the key is missing.
+    #[inline(always)]
+    pub fn read(&mut self, into: &mut State) -> Result<bool, WrongType> {
+        let kind = unsafe { api!(RedisModule_KeyType)(self.ptr) } as isize;
+        if kind == raw::REDISMODULE_KEYTYPE_EMPTY {
+            return Ok(false);
+        }
+        if kind != raw::REDISMODULE_KEYTYPE_STRING {
+            return Err(WrongType);
+        }
+        // Check the length before touching the bytes: a read through StringDMA converts
+        // a foreign int-encoded or shared string in place.
+        let len = unsafe { api!(RedisModule_ValueLength)(self.ptr) };
+        if !(MIN_LEN..=MAX_LEN).contains(&len) {
+            return Err(WrongType);
+        }
+        let (ptr, len) = self.dma(KeyMode::READ).ok_or(WrongType)?;
+        self.len = len;
+        let bytes = unsafe { std::slice::from_raw_parts(ptr, len) };
+        encoding::decode_into(bytes, into).map_err(|_| WrongType)?;
+        Ok(true)
+    }
+
+    /// The key's expiry as it stands.
+    pub fn expiry(&self) -> Expiry {
+        let at = unsafe { api!(RedisModule_GetAbsExpire)(self.ptr) };
+        if at >= 0 {
+            Expiry::At(at as u64)
+        } else {
+            Expiry::Never
+        }
+    }
+
+    /// Stores `bytes` (an encoded state) with `expiry`, and tells replicas, the AOF,
+    /// WATCH and keyspace subscribers, as `SET key bytes [PXAT ms]` would.
+    pub fn write(&self, bytes: &[u8], expiry: Expiry) {
+        if !self.write_in_place(bytes) {
+            self.replace(bytes);
+        }
+        unsafe {
+            if let Expiry::At(ms) = expiry {
+                api!(RedisModule_SetAbsExpire)(self.ptr, ms as c_longlong);
+            }
+            api!(RedisModule_SignalModifiedKey)(self.ctx, self.name);
+            self.notify(raw::REDISMODULE_NOTIFY_STRING, c"set");
+            if expiry != Expiry::Never {
+                self.notify(raw::REDISMODULE_NOTIFY_GENERIC, c"expire");
+            }
+        }
+        self.replicate(bytes, expiry);
+    }
+
+    /// Writes `bytes` over the value without allocating, when the value has their
+    /// length (the common case) or the key is new; says whether it did.
+    fn write_in_place(&self, bytes: &[u8]) -> bool {
+        if self.len == 0 {
+            // A new key: created raw-encoded at its size, then written in place. A
+            // compact (embstr) value, as CreateString makes, would be converted to raw
+            // by the next call's StringDMA, even a read: an allocation and a copy on
+            // every identity's second request.
+            let status = unsafe { api!(RedisModule_StringTruncate)(self.ptr, bytes.len()) };
+            if status != OK {
+                return false;
+            }
+        } else if self.len != bytes.len() {
+            return false;
+        }
+        match self.dma(KeyMode::WRITE) {
+            Some((dst, len)) if len == bytes.len() && !self.in_place_refused() => {
+                unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), dst, len) };
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Replaces the value with a fresh, exactly sized string: when a count crossed a
+    /// varint boundary (the length changed), or the value could not be written in
+    /// place. The expiry is dropped by the replacement; `write` sets it again.
+    #[cold]
+    #[inline(never)]
+    fn replace(&self, bytes: &[u8]) {
+        unsafe {
+            let s = api!(RedisModule_CreateString)(
+                self.ctx,
+                bytes.as_ptr().cast::<c_char>(),
+                bytes.len(),
+            );
+            raw::string_set(self.ptr, s);
+            api!(RedisModule_FreeString)(self.ctx, s);
+        }
+    }
+
+    /// Only in the fault-injection build: the key `fault::NO_IN_PLACE_KEY` is never
+    /// written in place, so tests can show the other path keeps every copy alike.
+    fn in_place_refused(&self) -> bool {
+        #[cfg(feature = "fault-injection")]
+        {
+            let mut len = 0;
+            let p = raw::string_ptr_len(self.name, &mut len);
+            let name = unsafe { std::slice::from_raw_parts(p.cast::<u8>(), len) };
+            crate::fault::refuses_in_place(name)
+        }
+        #[cfg(not(feature = "fault-injection"))]
+        false
+    }
+
+    fn notify(&self, class: c_int, event: &std::ffi::CStr) {
+        unsafe {
+            api!(RedisModule_NotifyKeyspaceEvent)(self.ctx, class, event.as_ptr(), self.name);
+        }
+    }
+
+    /// Effects, not the command: replicas and AOF replay store the same bytes and
+    /// expiry whatever their own clocks say.
+    fn replicate(&self, bytes: &[u8], expiry: Expiry) {
+        let replicate = api!(RedisModule_Replicate);
+        let value = bytes.as_ptr().cast::<c_char>();
+        unsafe {
+            match expiry {
+                Expiry::At(ms) => {
+                    let mut digits = itoa::Buffer::new();
+                    let ms = digits.format(ms);
+                    replicate(
+                        self.ctx,
+                        c"SET".as_ptr(),
+                        c"sbsb".as_ptr(),
+                        self.name,
+                        value,
+                        bytes.len(),
+                        PXAT.load(Relaxed),
+                        ms.as_ptr().cast::<c_char>(),
+                        ms.len(),
+                    );
+                }
+                Expiry::Never => {
+                    replicate(
+                        self.ctx,
+                        c"SET".as_ptr(),
+                        c"sb".as_ptr(),
+                        self.name,
+                        value,
+                        bytes.len(),
+                    );
+                }
+            }
+        }
+    }
+
+    /// The value's bytes in place (StringDMA): read mode for `read`, write mode to
+    /// overwrite a value of the same length.
+    fn dma(&self, mode: KeyMode) -> Option<(*mut u8, usize)> {
+        let mut len = 0;
+        let p = raw::string_dma(self.ptr, &mut len, mode);
+        (!p.is_null()).then_some((p.cast::<u8>(), len))
+    }
+}
+
+impl Drop for Key {
+    fn drop(&mut self) {
+        raw::close_key(self.ptr);
+    }
+}
+
+/// "PXAT", created once at load: RedisModule_Replicate then takes a reference instead
+/// of allocating a new string on every write.
+static PXAT: AtomicPtr<raw::RedisModuleString> = AtomicPtr::new(std::ptr::null_mut());
+
+/// Creates the strings writes reuse. Called once, at load, before the commands are
+/// registered.
+pub fn init_strings() -> anyhow::Result<()> {
+    let s = unsafe { api!(RedisModule_CreateString)(std::ptr::null_mut(), c"PXAT".as_ptr(), 4) };
+    if s.is_null() {
+        anyhow::bail!("could not create a string");
+    }
+    PXAT.store(s, Relaxed);
+    Ok(())
+}
+
+/// Frees what `init_strings` made. Called when the server unloads the module.
+pub fn free_strings() {
+    let s = PXAT.swap(std::ptr::null_mut(), Relaxed);
+    if !s.is_null() {
+        unsafe { api!(RedisModule_FreeString)(std::ptr::null_mut(), s) };
+    }
+}

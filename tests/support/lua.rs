@@ -142,45 +142,86 @@ pub fn redis62_binary() -> PathBuf {
 pub struct Bare {
     pub port: u16,
     pub dir: PathBuf,
-    child: Child,
+    binary: PathBuf,
+    extra: Vec<String>,
+    child: Option<Child>,
 }
 
 impl Bare {
     pub fn start(binary: &Path, extra: &[&str]) -> Bare {
+        let mut s = Bare {
+            port: 0,
+            dir: fresh_dir("bare"),
+            binary: binary.to_path_buf(),
+            extra: extra.iter().map(|e| e.to_string()).collect(),
+            child: None,
+        };
         let mut last = String::new();
+        // A port can be taken between picking it and binding it: try a few.
         for _ in 0..5 {
-            let port = free_port();
-            let dir = fresh_dir("bare");
-            let child = Command::new(binary)
-                .arg("--port")
-                .arg(port.to_string())
-                .args(["--bind", "127.0.0.1", "--save", "", "--daemonize", "no"])
-                .arg("--dir")
-                .arg(&dir)
-                .arg("--logfile")
-                .arg(dir.join("server.log"))
-                .args(extra)
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap_or_else(|e| panic!("spawn {binary:?}: {e}"));
-            let mut s = Bare { port, dir, child };
-            let deadline = std::time::Instant::now() + PATIENCE;
-            while std::time::Instant::now() < deadline {
-                if let Ok(Some(st)) = s.child.try_wait() {
-                    last = format!("exited with {st}: {}", s.log());
-                    break;
-                }
-                if let Ok(mut c) = s.try_connection() {
-                    if redis::cmd("PING").query::<String>(&mut c).is_ok() {
-                        return s;
-                    }
-                }
-                std::thread::sleep(std::time::Duration::from_millis(20));
+            s.port = free_port();
+            match s.spawn() {
+                Ok(()) => return s,
+                Err(e) => last = e,
             }
         }
         panic!("{binary:?} did not start: {last}");
+    }
+
+    fn spawn(&mut self) -> Result<(), String> {
+        let child = Command::new(&self.binary)
+            .arg("--port")
+            .arg(self.port.to_string())
+            .args(["--bind", "127.0.0.1", "--save", "", "--daemonize", "no"])
+            .arg("--dir")
+            .arg(&self.dir)
+            .arg("--logfile")
+            .arg(self.dir.join("server.log"))
+            .args(&self.extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("spawn {:?}: {e}", self.binary))?;
+        self.child = Some(child);
+        let deadline = std::time::Instant::now() + PATIENCE;
+        while std::time::Instant::now() < deadline {
+            if let Some(Ok(Some(st))) = self.child.as_mut().map(|c| c.try_wait()) {
+                self.child = None;
+                return Err(format!("exited with {st}: {}", self.log()));
+            }
+            if let Ok(mut c) = self.try_connection() {
+                if let Ok(text) = redis::cmd("INFO")
+                    .arg("persistence")
+                    .query::<String>(&mut c)
+                {
+                    if super::info_field(&text, "loading") == Some("0") {
+                        return Ok(());
+                    }
+                }
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        Err(format!("not ready in {PATIENCE:?}: {}", self.log()))
+    }
+
+    /// SIGKILL, then a start on the same port and directory (replaying its AOF).
+    pub fn restart(&mut self) {
+        self.kill();
+        let port = self.port;
+        super::wait_for(&format!("port {port} to come free"), || {
+            std::net::TcpListener::bind(("127.0.0.1", port)).is_ok()
+        });
+        if let Err(e) = self.spawn() {
+            panic!("{:?} did not restart: {e}", self.binary);
+        }
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
     }
 
     pub fn log(&self) -> String {
@@ -200,8 +241,7 @@ impl Bare {
 
 impl Drop for Bare {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.kill();
         if !std::thread::panicking() {
             let _ = std::fs::remove_dir_all(&self.dir);
         }
@@ -665,11 +705,13 @@ impl Gen {
                 let op = [Op::Check, Op::Peek, Op::Counts, Op::Refund]
                     [self.rng.range(0, if self.refund { 3 } else { 2 }) as usize];
                 let args = self.error_args(k, op, ms, now);
+                // A mutation may leave a valid call on the server's clock, in either
+                // unit: compared only when both sides ran in the same millisecond.
                 return Planned {
                     key: k,
                     step: Step::Call(op, args),
-                    server_clock: false,
-                    ms,
+                    server_clock: true,
+                    ms: true,
                 };
             }
         };
@@ -861,7 +903,8 @@ pub fn differential(gen: &mut Gen, a: &mut Side, b: &mut Side, steps: usize) -> 
                 continue;
             }
             let (x, y) = (&seen_a[i], &seen_b[i]);
-            if p.server_clock {
+            let is_err = |v: &Value| matches!(v, Value::ServerError(_));
+            if p.server_clock && !(is_err(&x.reply) && is_err(&y.reply)) {
                 let unit = if p.ms { 1 } else { 1000 };
                 if x.before.min(y.before) / unit != x.after.max(y.after) / unit {
                     t.skipped_clock += 1;
@@ -929,13 +972,23 @@ pub fn differential(gen: &mut Gen, a: &mut Side, b: &mut Side, steps: usize) -> 
                 let key_offsets = &mut offsets[s];
                 let entry = key_offsets.get(&p.key).copied();
                 let changed = match entry {
-                    Some((e, _, _)) => (abs.0 - e).abs() > 2 || (abs.0 < 0) != (e < 0),
+                    Some((e, _, _)) if e < 0 || abs.0 < 0 => e != abs.0,
+                    Some((e, _, _)) => (abs.0 - e).abs() > 2,
                     None => true,
                 };
                 if changed {
                     let lo = abs.0 - seen.after as i64;
                     let hi = abs.1 - seen.before as i64;
                     key_offsets.insert(p.key, (abs.0, lo, hi));
+                    if std::env::var_os("SW_DEBUG").is_some() {
+                        eprintln!(
+                            "side {s} key {} step {} abs {} off {lo}..{hi} {}",
+                            p.key,
+                            t.steps,
+                            abs.0,
+                            show(&p.step)
+                        );
+                    }
                 }
                 let (e, lo, hi) = key_offsets[&p.key];
                 offs[s] = if e < 0 { (e, e) } else { (lo, hi) };
@@ -1039,13 +1092,16 @@ fn resync(
     k: usize,
     offsets: &mut [HashMap<usize, (i64, i64, i64)>; 2],
 ) {
+    if gen.foreign(k) {
+        return; // never written: nothing to copy
+    }
     let (ka, kb) = (a.key(k), b.key(k));
     let value: Option<Vec<u8>> = redis::cmd("GET").arg(&ka).query(a.con).unwrap();
     let exp: i64 = redis::cmd("PEXPIRETIME").arg(&ka).query(a.con).unwrap();
     let _: () = redis::cmd("DEL").arg(&kb).query(b.con).unwrap();
     if let Some(v) = value {
         let _: () = redis::cmd("SET").arg(&kb).arg(v).query(b.con).unwrap();
-        if exp > 0 && !gen.persisted(k) {
+        if exp > 0 {
             let _: () = redis::cmd("PEXPIREAT")
                 .arg(&kb)
                 .arg(exp)
@@ -1053,7 +1109,10 @@ fn resync(
                 .unwrap();
         }
     }
-    offsets[1].insert(k, offsets[0].get(&k).copied().unwrap_or((-2, -2, -2)));
+    // The same absolute expiry on both sides now: the same (arbitrary) offset for both.
+    for side in offsets.iter_mut() {
+        side.insert(k, (exp, exp, exp));
+    }
 }
 
 /// Waits until `con` answers `FCALL_RO slidingwindow_version 0` (a replica that has

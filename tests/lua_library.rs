@@ -26,6 +26,7 @@ on_every_server!(
     a_key_moves_between_module_and_library,
     waits_are_capped_at_the_extremes,
     version_is_the_crate_version,
+    refund_gives_back_newest_first,
 );
 
 /// Steps of the differential per server; the issue asks for at least 10,000 calls.
@@ -406,4 +407,135 @@ fn version_is_the_crate_version(kind: Kind) {
         .query(&mut c)
         .unwrap();
     assert_eq!(v, env!("CARGO_PKG_VERSION"), "EVALSHA");
+}
+
+fn set_calls(con: &mut redis::Connection) -> u64 {
+    let text = support::info(con, "commandstats");
+    support::info_field(&text, "cmdstat_set")
+        .and_then(|v| v.split(',').next()?.strip_prefix("calls=")?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// REFUND by its contract, with each expected state spelled out; the module's REFUND
+/// (when the module under test has it) answers the same on the same state.
+fn refund_gives_back_newest_first(kind: Kind) {
+    let s = Server::start(kind, &[]);
+    let mut c = s.connection();
+    load_library(&mut c);
+    let module = module_has_refund(&mut c);
+    let ctr = |window, index, current, previous| Ctr {
+        ms: false,
+        window,
+        index,
+        current,
+        previous,
+    };
+    // 60 s window 16 (960..1020) holds 3, window 15 held 2.
+    let held = [ctr(60, 16, 3, 2)];
+    let other = ctr(3600, 0, 9, 0);
+    // (state, arguments after the key, state expected after, or None: no write)
+    let cases: Vec<(Vec<Ctr>, Vec<&str>, Option<Vec<Ctr>>)> = vec![
+        (
+            held.to_vec(),
+            vec!["5", "60", "1000", "COST", "2"],
+            Some(vec![ctr(60, 16, 1, 2)]),
+        ),
+        // More than the current window holds: the rest from the previous one; all 0 kept.
+        (
+            held.to_vec(),
+            vec!["5", "60", "1000", "COST", "5"],
+            Some(vec![ctr(60, 16, 0, 0)]),
+        ),
+        (
+            held.to_vec(),
+            vec!["5", "60", "1000", "COST", "9"],
+            Some(vec![ctr(60, 16, 0, 0)]),
+        ),
+        // Next window: 3 became previous, current 0.
+        (
+            held.to_vec(),
+            vec!["5", "60", "1030"],
+            Some(vec![ctr(60, 17, 0, 2)]),
+        ),
+        // A clock behind is the start of the key's window.
+        (
+            held.to_vec(),
+            vec!["5", "60", "100", "DETAILS"],
+            Some(vec![ctr(60, 16, 2, 2)]),
+        ),
+        // Two windows on: nothing in force, nothing written.
+        (held.to_vec(), vec!["5", "60", "1100"], None),
+        // A window the key does not hold: nothing.
+        (held.to_vec(), vec!["5", "10", "1000"], None),
+        (held.to_vec(), vec!["5", "60", "1000", "MS"], None),
+        // Windows not named stay exactly as they were, in order.
+        (
+            vec![ctr(60, 16, 3, 2), other],
+            vec!["5", "60", "1000", "DETAILS"],
+            Some(vec![ctr(60, 16, 2, 2), other]),
+        ),
+        (
+            vec![ctr(60, 16, 3, 2), other],
+            vec![
+                "5", "60", "1000", "LIMIT", "9", "3600", "LIMIT", "1", "10", "COST", "3",
+            ],
+            Some(vec![ctr(60, 16, 0, 2), ctr(3600, 0, 6, 0)]),
+        ),
+    ];
+    for (state, args, after) in &cases {
+        let bytes = encode(state);
+        let a: Vec<Vec<u8>> = args.iter().map(|x| x.as_bytes().to_vec()).collect();
+        for (key, ttl) in [("r:ttl", true), ("r:none", false)] {
+            let _: () = redis::cmd("SET")
+                .arg(key)
+                .arg(&bytes)
+                .query(&mut c)
+                .unwrap();
+            if ttl {
+                let _: () = redis::cmd("PEXPIREAT")
+                    .arg(key)
+                    .arg(4_000_000_000_000u64)
+                    .query(&mut c)
+                    .unwrap();
+            }
+            let sets = set_calls(&mut c);
+            let r: Value = fcall(Op::Refund, key, &a).query(&mut c).unwrap();
+            let wrote = set_calls(&mut c) > sets;
+            let want = after.as_ref().map(|s| encode(s)).unwrap_or(bytes.clone());
+            assert_eq!(support::get_raw(&mut c, key), Some(want), "{args:?}");
+            assert_eq!(
+                wrote,
+                after.is_some(),
+                "{args:?}: a write iff a count changed"
+            );
+            let exp = support::pexpiretime(&mut c, key);
+            assert_eq!(exp, if ttl { 4_000_000_000_000 } else { -1 }, "{args:?}");
+            // The reply: PEEK's with the same arguments, right after.
+            let peek: Value = fcall(Op::Peek, key, &a).query(&mut c).unwrap();
+            assert_eq!(canon(&r), canon(&peek), "{args:?}");
+            if module {
+                let _: () = redis::cmd("SET")
+                    .arg("r:m")
+                    .arg(&bytes)
+                    .query(&mut c)
+                    .unwrap();
+                let m: Value = module_cmd(Op::Refund, "r:m", &a).query(&mut c).unwrap();
+                assert_eq!(canon(&m), canon(&r), "module {args:?}");
+                assert_eq!(
+                    support::get_raw(&mut c, "r:m"),
+                    support::get_raw(&mut c, key)
+                );
+            }
+        }
+    }
+    // A missing key: PEEK's reply, nothing created.
+    let a: Vec<Vec<u8>> = ["5", "60", "1000", "DETAILS"]
+        .iter()
+        .map(|x| x.as_bytes().to_vec())
+        .collect();
+    let r: Value = fcall(Op::Refund, "r:missing", &a).query(&mut c).unwrap();
+    // Allowed, count 1 of 5, 4 left, no wait; the 1 weighs under 1 a second into window
+    // 17 (1020..1080): reset after 21 s.
+    assert_eq!(canon(&r), "[1,1,5,4,-1,21]");
+    assert_eq!(support::get_raw(&mut c, "r:missing"), None);
 }

@@ -24,7 +24,7 @@ fn args(a: &[String]) -> Vec<Vec<u8>> {
 /// Identity i's call at `now` seconds: even ones a minute in seconds, odd ones 25
 /// minutes in ms with cost 2 and a second limit (long windows: nothing expires).
 fn call(i: usize, now: u64) -> Vec<Vec<u8>> {
-    let a: Vec<String> = if i % 2 == 0 {
+    let a: Vec<String> = if i.is_multiple_of(2) {
         vec!["3".into(), "60".into(), now.to_string()]
     } else {
         [

@@ -409,6 +409,9 @@ fn version_is_the_crate_version(kind: Kind) {
     assert_eq!(v, env!("CARGO_PKG_VERSION"), "EVALSHA");
 }
 
+/// (state, arguments after the key, the state expected after, or None: no write)
+type RefundCase = (Vec<Ctr>, Vec<&'static str>, Option<Vec<Ctr>>);
+
 fn set_calls(con: &mut redis::Connection) -> u64 {
     let text = support::info(con, "commandstats");
     support::info_field(&text, "cmdstat_set")
@@ -433,8 +436,7 @@ fn refund_gives_back_newest_first(kind: Kind) {
     // 60 s window 16 (960..1020) holds 3, window 15 held 2.
     let held = [ctr(60, 16, 3, 2)];
     let other = ctr(3600, 0, 9, 0);
-    // (state, arguments after the key, state expected after, or None: no write)
-    let cases: Vec<(Vec<Ctr>, Vec<&str>, Option<Vec<Ctr>>)> = vec![
+    let cases: Vec<RefundCase> = vec![
         (
             held.to_vec(),
             vec!["5", "60", "1000", "COST", "2"],

@@ -23,7 +23,7 @@ pub struct Doc {
     /// The release that introduced the command.
     since: &'static CStr,
     arity: c_int,
-    /// RW + ACCESS + UPDATE for CHECK; RO + ACCESS for the read-only commands.
+    /// RW + ACCESS + UPDATE for CHECK and REFUND; RO + ACCESS for the read-only ones.
     writes: bool,
     /// CHECK and PEEK take the limits; COUNTS takes one window.
     args: Args,
@@ -49,6 +49,14 @@ pub const PEEK: Doc = Doc {
     since: c"0.1.0",
     arity: -4,
     writes: false,
+    args: Args::Limits,
+};
+
+pub const REFUND: Doc = Doc {
+    summary: c"Gives back what SLIDINGWINDOW.CHECK counted with the same arguments, newest first, keeping the key's expiry, and answers as PEEK then would",
+    since: c"0.2.0",
+    arity: -4,
+    writes: true,
     args: Args::Limits,
 };
 

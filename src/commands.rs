@@ -1,6 +1,6 @@
-//! The command handlers: CHECK, PEEK and COUNTS. Each reads argv in place, parses it
-//! (`args`), opens the key (`key`), decides (`window`), writes when CHECK allows, and
-//! replies (`reply`).
+//! The command handlers: CHECK, PEEK, REFUND and COUNTS. Each reads argv in place,
+//! parses it (`args`), opens the key (`key`), decides (`window`), writes when CHECK
+//! allows or REFUND gives something back, and replies (`reply`).
 //!
 //! No per-call allocation on the success path. Every handler runs inside `guarded`, so
 //! a panic becomes an ERR reply instead of aborting the server.
@@ -34,6 +34,10 @@ pub extern "C" fn check(ctx: Ctx, argv: Argv, argc: c_int) -> c_int {
 
 pub extern "C" fn peek(ctx: Ctx, argv: Argv, argc: c_int) -> c_int {
     guarded(ctx, || run(ctx, argv, argc, Mode::Peek))
+}
+
+pub extern "C" fn refund(ctx: Ctx, argv: Argv, argc: c_int) -> c_int {
+    guarded(ctx, || run_refund(ctx, argv, argc))
 }
 
 pub extern "C" fn counts(ctx: Ctx, argv: Argv, argc: c_int) -> c_int {
@@ -96,13 +100,18 @@ fn open_and_read(
     }
 }
 
-fn run(ctx: Ctx, argv: Argv, argc: c_int, mode: Mode) -> c_int {
+/// Parses CHECK's arguments (CHECK, PEEK and REFUND take the same) into `parsed`.
+fn parse_limits(argv: Argv, argc: c_int, parsed: &mut Parsed) -> Result<(), ArgError> {
     #[cfg(feature = "fault-injection")]
     if argc >= 2 {
         crate::fault::maybe_panic(unsafe { arg(argv, 1) });
     }
+    parse_args(argv, argc, |a| args::parse_into(a, parsed))
+}
+
+fn run(ctx: Ctx, argv: Argv, argc: c_int, mode: Mode) -> c_int {
     let mut parsed = Parsed::default();
-    if let Err(e) = parse_args(argv, argc, |a| args::parse_into(a, &mut parsed)) {
+    if let Err(e) = parse_limits(argv, argc, &mut parsed) {
         return reply::arg_error(ctx, &e);
     }
     // The clock is read once, and only when needed: for an omitted `now`, and for the
@@ -158,11 +167,39 @@ fn write_several(key: &Key, decision: &Decision, mut expire_at: u64) {
     encoding::encode_into(&state, &mut bytes);
     if state.counters().len() > decision.limit_count() {
         // Longer windows the call did not name keep their later expiry.
-        if let Expiry::At(at) = key.expiry() {
-            expire_at = expire_at.max(at);
-        }
+        expire_at = expire_at.max(key.expire_at().unwrap_or(0));
     }
     key.write(bytes.as_bytes(), Expiry::At(expire_at));
+}
+
+/// SLIDINGWINDOW.REFUND: gives the cost back in each named window the key holds
+/// (`window::refund_into`), keeping the key's expiry, and answers what PEEK with the
+/// same arguments answers afterwards. Nothing to give back: no write at all.
+fn run_refund(ctx: Ctx, argv: Argv, argc: c_int) -> c_int {
+    let mut parsed = Parsed::default();
+    if let Err(e) = parse_limits(argv, argc, &mut parsed) {
+        return reply::arg_error(ctx, &e);
+    }
+    let now_ms = if parsed.now.is_none() { server_ms() } else { 0 };
+    let request = parsed.request(now_ms);
+    let mut held = State::default();
+    let (key, stored) = match open_and_read(ctx, argv, KeyMode::READ | KeyMode::WRITE, &mut held) {
+        Ok(opened) => opened,
+        Err(replied) => return replied,
+    };
+    let mut after = State::default();
+    let given = stored.map_or(0, |s| window::refund_into(s, &request, &mut after));
+    let now_held = if given > 0 {
+        let mut bytes = Encoded::default();
+        encoding::encode_into(&after, &mut bytes);
+        key.write(bytes.as_bytes(), Expiry::Keep);
+        Some(&after)
+    } else {
+        stored
+    };
+    drop(key);
+    stats::record_refund(given);
+    reply::decision(ctx, &window::decide(now_held, &request), parsed.details)
 }
 
 /// SLIDINGWINDOW.COUNTS key window [now] [MS] -> [previous, current, elapsed].

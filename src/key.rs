@@ -20,8 +20,8 @@ pub struct WrongType;
 pub enum Expiry {
     /// Expire at this absolute server time, in milliseconds.
     At(u64),
-    /// The key has no expiry, and keeps none.
-    Never,
+    /// Keep the key's expiry as it is (none, if it has none).
+    Keep,
 }
 
 pub struct Key {
@@ -70,33 +70,34 @@ impl Key {
         Ok(true)
     }
 
-    /// The key's expiry as it stands.
-    pub fn expiry(&self) -> Expiry {
+    /// When the key expires, in absolute server milliseconds (`None` without expiry).
+    pub fn expire_at(&self) -> Option<u64> {
         let at = unsafe { api!(RedisModule_GetAbsExpire)(self.ptr) };
-        if at >= 0 {
-            Expiry::At(at as u64)
-        } else {
-            Expiry::Never
-        }
+        (at >= 0).then_some(at as u64)
     }
 
     /// Stores `bytes` (an encoded state) with `expiry`, and tells replicas, the AOF,
     /// WATCH and keyspace subscribers, as `SET key bytes [PXAT ms]` would.
     pub fn write(&self, bytes: &[u8], expiry: Expiry) {
+        let expire_at = match expiry {
+            Expiry::At(ms) => Some(ms),
+            Expiry::Keep => self.expire_at(),
+        };
         if !self.write_in_place(bytes) {
             self.replace(bytes);
         }
         unsafe {
-            if let Expiry::At(ms) = expiry {
+            // Also after `Keep`: a replaced value has lost the expiry.
+            if let Some(ms) = expire_at {
                 api!(RedisModule_SetAbsExpire)(self.ptr, ms as c_longlong);
             }
             api!(RedisModule_SignalModifiedKey)(self.ctx, self.name);
             self.notify(raw::REDISMODULE_NOTIFY_STRING, c"set");
-            if expiry != Expiry::Never {
+            if let Expiry::At(_) = expiry {
                 self.notify(raw::REDISMODULE_NOTIFY_GENERIC, c"expire");
             }
         }
-        self.replicate(bytes, expiry);
+        self.replicate(bytes, expire_at);
     }
 
     /// Writes `bytes` over the value without allocating, when the value has their
@@ -162,12 +163,12 @@ impl Key {
 
     /// Effects, not the command: replicas and AOF replay store the same bytes and
     /// expiry whatever their own clocks say.
-    fn replicate(&self, bytes: &[u8], expiry: Expiry) {
+    fn replicate(&self, bytes: &[u8], expire_at: Option<u64>) {
         let replicate = api!(RedisModule_Replicate);
         let value = bytes.as_ptr().cast::<c_char>();
         unsafe {
-            match expiry {
-                Expiry::At(ms) => {
+            match expire_at {
+                Some(ms) => {
                     let mut digits = itoa::Buffer::new();
                     let ms = digits.format(ms);
                     replicate(
@@ -182,7 +183,7 @@ impl Key {
                         ms.len(),
                     );
                 }
-                Expiry::Never => {
+                None => {
                     replicate(
                         self.ctx,
                         c"SET".as_ptr(),

@@ -47,7 +47,7 @@ pub struct Command {
     pub doc: command_info::Doc,
 }
 
-const COMMANDS: [Command; 3] = [
+const COMMANDS: [Command; 4] = [
     Command {
         name: c"slidingwindow.check",
         handler: commands::check,
@@ -61,6 +61,15 @@ const COMMANDS: [Command; 3] = [
         flags: c"readonly fast",
         acl: "read fast",
         doc: command_info::PEEK,
+    },
+    Command {
+        name: c"slidingwindow.refund",
+        handler: commands::refund,
+        // deny-oom like CHECK (and like the Functions library's refund, which cannot
+        // be allowed under OOM without allowing every write).
+        flags: c"write deny-oom fast",
+        acl: "write fast",
+        doc: command_info::REFUND,
     },
     Command {
         name: c"slidingwindow.counts",
@@ -161,6 +170,8 @@ mod info {
         peeks: u64,
         counts: u64,
         errors: u64,
+        refunds: u64,
+        refunded_units: u64,
     }
 
     #[info_command_handler]
@@ -173,6 +184,8 @@ mod info {
             peeks: s.peeks,
             counts: s.counts,
             errors: s.errors,
+            refunds: s.refunds,
+            refunded_units: s.refunded_units,
         })
     }
 }

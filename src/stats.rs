@@ -9,6 +9,8 @@ static DENIED: AtomicU64 = AtomicU64::new(0);
 static PEEKS: AtomicU64 = AtomicU64::new(0);
 static COUNTS: AtomicU64 = AtomicU64::new(0);
 static ERRORS: AtomicU64 = AtomicU64::new(0);
+static REFUNDS: AtomicU64 = AtomicU64::new(0);
+static REFUNDED_UNITS: AtomicU64 = AtomicU64::new(0);
 
 /// One answered call: a PEEK, or a CHECK that was allowed or denied.
 pub fn record(peek: bool, allowed: bool) {
@@ -22,6 +24,12 @@ pub fn record(peek: bool, allowed: bool) {
     } else {
         DENIED.fetch_add(1, Relaxed);
     }
+}
+
+/// One answered REFUND, which gave back `units` (summed over its windows).
+pub fn record_refund(units: u64) {
+    REFUNDS.fetch_add(1, Relaxed);
+    REFUNDED_UNITS.fetch_add(units, Relaxed);
 }
 
 /// One answered COUNTS.
@@ -42,6 +50,8 @@ pub struct Snapshot {
     pub peeks: u64,
     pub counts: u64,
     pub errors: u64,
+    pub refunds: u64,
+    pub refunded_units: u64,
 }
 
 pub fn snapshot() -> Snapshot {
@@ -52,5 +62,7 @@ pub fn snapshot() -> Snapshot {
         peeks: PEEKS.load(Relaxed),
         counts: COUNTS.load(Relaxed),
         errors: ERRORS.load(Relaxed),
+        refunds: REFUNDS.load(Relaxed),
+        refunded_units: REFUNDED_UNITS.load(Relaxed),
     }
 }

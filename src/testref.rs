@@ -162,6 +162,33 @@ impl RefKey {
         }
     }
 
+    /// A REFUND of `cost` in each of `windows` the key holds: taken from the count of the
+    /// window the call is judged in (`now`, or the newest window written when `now` is
+    /// behind it), then from the window before, none below 0; a window with something
+    /// given back is then newest at the judged window. Nothing is forgotten. Returns the
+    /// units given back in all.
+    pub fn refund(&mut self, windows: &[u64], millis: bool, now: u64, cost: u64) -> u64 {
+        let mut given = 0;
+        for &w in windows {
+            let Some((newest, counts)) = self.windows.get_mut(&(millis, w)) else {
+                continue;
+            };
+            let k = (now / w).max(*newest);
+            let mut left = cost;
+            for i in [Some(k), k.checked_sub(1)].into_iter().flatten() {
+                let held = counts.entry(i).or_insert(0);
+                let taken = left.min(*held);
+                *held -= taken;
+                left -= taken;
+            }
+            if left < cost {
+                *newest = k;
+                given += cost - left;
+            }
+        }
+        given
+    }
+
     /// Counts `cost` in every named window, and forgets the other windows whose newest
     /// counts are two windows old at `now`.
     fn count(&mut self, limits: &[(u64, u64)], millis: bool, now: u64, cost: u64) {

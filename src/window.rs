@@ -242,16 +242,21 @@ struct Judged {
     est: u64,
 }
 
+/// The time a window of length `w` is judged at, and the counts in force then: `now`,
+/// or the start of the counter's window when `now` lies in an earlier one (a caller
+/// whose clock is behind). Counts never move into a past window.
+fn in_force(stored: Option<&Counter>, w: u64, now: u64) -> (u64, Counts) {
+    let judged_at = match stored {
+        Some(c) if now / w < c.index => c.index * w,
+        _ => now,
+    };
+    (judged_at, counts_at(stored, judged_at / w))
+}
+
 impl Judged {
     fn new(stored: Option<&Counter>, limit: Limit, now: u64) -> Judged {
         let w = limit.window;
-        // Counts never go backwards: a clock behind the counter's window is judged at
-        // the start of that window.
-        let judged_at = match stored {
-            Some(c) if now / w < c.index => c.index * w,
-            _ => now,
-        };
-        let counts = counts_at(stored, judged_at / w);
+        let (judged_at, counts) = in_force(stored, w, now);
         Judged {
             limit,
             judged_at,
@@ -321,8 +326,42 @@ fn counts_at(stored: Option<&Counter>, index: u64) -> Counts {
 /// counter's window is taken to the start of that window).
 pub fn counts(stored: Option<&State>, unit: Unit, window: u64, now: u64) -> (Counts, u64) {
     let c = stored.and_then(|s| s.find(unit, window));
-    let j = Judged::new(c, Limit { limit: 0, window }, now);
-    (j.counts, j.judged_at % window)
+    let (judged_at, counts) = in_force(c, window, now);
+    (counts, judged_at % window)
+}
+
+/// SLIDINGWINDOW.REFUND: writes into `out` the key's state with `req.cost` given back
+/// in each window the request names and the key holds, newest count first (the current
+/// window's, then the previous one's), none below 0, each window judged at the time
+/// `decide` would judge it. Windows not named, and named windows with nothing to give
+/// back, are left exactly as they are; nothing is dropped or reordered. Returns the
+/// units given back, summed over the windows: 0 means `out` equals `stored`.
+pub fn refund_into(stored: &State, req: &Request, out: &mut State) -> u64 {
+    *out = *stored;
+    let mut given = 0;
+    for limit in req.limits {
+        let held = out
+            .counters_mut()
+            .iter_mut()
+            .find(|c| c.unit == req.unit && c.window == limit.window);
+        let Some(c) = held else {
+            continue;
+        };
+        let (_, counts) = in_force(Some(c), limit.window, req.now);
+        let from_current = counts.current.min(req.cost);
+        let from_previous = counts.previous.min(req.cost - from_current);
+        if from_current + from_previous == 0 {
+            continue;
+        }
+        *c = Counter {
+            index: counts.index,
+            current: counts.current - from_current,
+            previous: counts.previous - from_previous,
+            ..*c
+        };
+        given += from_current + from_previous;
+    }
+    given
 }
 
 /// Decides one request against what the key holds (`None` for a missing key).
@@ -535,13 +574,15 @@ impl Decision<'_> {
     }
 
     /// Whole units from the caller's `now` until `j`'s estimate is at most `most`,
-    /// given `counts` in force at `j.judged_at`.
+    /// given `counts` in force at `j.judged_at`, capped at `MAX_VALUE`: near the top of
+    /// the ranges the wait can pass 2^53 - 1, which a Lua number (the Functions
+    /// library's) could not carry exactly. The cap is ~285 million years in seconds.
     fn units_until(&self, j: &Judged, counts: Counts, most: u64) -> u64 {
         let at = first_time_at_most(j.limit.window, counts, j.judged_at, most);
         if at == j.judged_at {
             0
         } else {
-            at - self.req.now
+            (at - self.req.now).min(MAX_VALUE)
         }
     }
 }

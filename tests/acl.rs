@@ -69,6 +69,10 @@ fn command_info_lists_the_categories_where_the_server_allows_them(kind: Kind) {
         ("slidingwindow.check", ["@write", "@fast", "@slidingwindow"]),
         ("slidingwindow.peek", ["@read", "@fast", "@slidingwindow"]),
         ("slidingwindow.counts", ["@read", "@fast", "@slidingwindow"]),
+        (
+            "slidingwindow.refund",
+            ["@write", "@fast", "@slidingwindow"],
+        ),
     ] {
         // COMMAND INFO: [name, arity, flags, first, last, step, categories, ...]
         let info: Vec<redis::Value> = redis::cmd("COMMAND")

@@ -1,7 +1,7 @@
 //! Hostile input, on every server: 100,000 random argument vectors per server (random
 //! arity, random bytes, huge and negative numbers, floats, signs and spaces, NULs,
 //! non-ASCII digits, long arguments, options repeated, in any order and any case)
-//! against CHECK and PEEK, pipelined, on a server that also holds valid limiter keys and
+//! against CHECK, PEEK and REFUND, pipelined, on a server that also holds valid limiter keys and
 //! foreign keys (strings, an int-encoded and a shared-integer string, near-miss 0xA1
 //! strings, an empty string, list, hash, set, zset, a key with a TTL).
 //!
@@ -12,7 +12,8 @@
 //! * every reply is an array of 2 or 6 integers, an `ERR` naming a known problem, or
 //!   `WRONGTYPE` (on a foreign key only) — never an internal error;
 //! * an error reply, a PEEK and a denied CHECK leave the key exactly as it was (bytes
-//!   and expiry); an allowed CHECK leaves a valid state with an expiry;
+//!   and expiry); an allowed CHECK leaves a valid state with an expiry; a REFUND leaves
+//!   the key as it was or a valid state with the same expiry;
 //! * a well-formed vector on a limiter or missing key always succeeds;
 //! * the foreign keys end the run exactly as they started (type, encoding, bytes, TTL).
 //!
@@ -289,15 +290,12 @@ struct Vector {
 }
 
 fn vector(rng: &mut Rng) -> Vector {
-    let peek = rng.range(0, 2) == 0;
-    let command = case(
-        rng,
-        if peek {
-            "SlidingWindow.Peek"
-        } else {
-            "SlidingWindow.Check"
-        },
-    );
+    let name = match rng.range(0, 5) {
+        0..=1 => "SlidingWindow.Peek",
+        2 => "SlidingWindow.Refund",
+        _ => "SlidingWindow.Check",
+    };
+    let command = case(rng, name);
     let key: Vec<u8> = match rng.range(0, 9) {
         0..=2 => LIMITER_KEYS[rng.range(0, 3) as usize].as_bytes().to_vec(),
         3..=5 => FOREIGN_KEYS[rng.range(0, FOREIGN_KEYS.len() as u64 - 1) as usize]
@@ -435,7 +433,7 @@ fn hostile(kind: Kind, seed: u64) {
     let foreign_before = foreign_snapshot(&mut con);
     let mut rng = Rng::new(seed);
     let (mut arrays, mut errs, mut wrongtypes) = (0u64, 0u64, 0u64);
-    let (mut unchanged_checked, mut expired) = (0u64, 0u64);
+    let (mut unchanged_checked, mut expired, mut refunds_giving) = (0u64, 0u64, 0u64);
     for batch in 0..VECTORS / BATCH {
         let vectors: Vec<Vector> = (0..BATCH).map(|_| vector(&mut rng)).collect();
         let mut pipe = redis::pipe();
@@ -484,6 +482,7 @@ fn hostile(kind: Kind, seed: u64) {
             };
             let foreign = v.key.as_deref().map(is_foreign).unwrap_or(false);
             let is_check = v.command.eq_ignore_ascii_case(b"SLIDINGWINDOW.CHECK");
+            let is_refund = v.command.eq_ignore_ascii_case(b"SLIDINGWINDOW.REFUND");
             let mut may_change = false;
             match &reply {
                 Value::Array(items) => {
@@ -532,6 +531,11 @@ fn hostile(kind: Kind, seed: u64) {
             let allowed_window = may_change.then(|| window_ms(&v.args));
             if gone && !foreign && expired_in_batch(&b.1, allowed_window, start, end) {
                 expired += 1;
+            } else if is_refund && matches!(reply, Value::Array(_)) && a != b {
+                // A refund that gave something back: a valid state, the expiry kept.
+                refunds_giving += 1;
+                assert!(matches!(a.0, Value::BulkString(_)), "{}: no state", show());
+                assert_eq!(a.1, b.1, "{}: a refund moved the expiry", show());
             } else if may_change {
                 // A valid state with an expiry.
                 assert!(
@@ -586,7 +590,7 @@ fn hostile(kind: Kind, seed: u64) {
     }
     let info = support::info(&mut con, "slidingwindow");
     eprintln!(
-        "{kind}: {VECTORS} hostile vectors: {arrays} answered, {errs} ERR, {wrongtypes} WRONGTYPE; {unchanged_checked} replies checked to leave the key as it was, {expired} keys expired by the clock during a batch; server up; {:?}\nforeign keys re-encoded (same bytes): {reencoded:?}\n{}",
+        "{kind}: {VECTORS} hostile vectors: {arrays} answered, {errs} ERR, {wrongtypes} WRONGTYPE; {unchanged_checked} replies checked to leave the key as it was, {refunds_giving} refunds that gave back with the expiry kept, {expired} keys expired by the clock during a batch; server up; {:?}\nforeign keys re-encoded (same bytes): {reencoded:?}\n{}",
         t0.elapsed(),
         info.lines().filter(|l| !l.starts_with('#') && !l.is_empty()).collect::<Vec<_>>().join(" ")
     );

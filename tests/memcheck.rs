@@ -28,7 +28,7 @@ mod support;
 use std::io::Write;
 use std::process::Command;
 use std::time::{Duration, Instant};
-use support::{sw, Kind, Server, CHECK, PEEK};
+use support::{sw, Kind, Server, CHECK, PEEK, REFUND};
 
 const MAX: u64 = (1 << 53) - 1;
 
@@ -205,6 +205,42 @@ fn workload(con: &mut redis::Connection, r: usize) {
     let v = |limit| sw(k("varint")).limit(limit).window(60).now(100);
     assert_eq!(v(1000).cost(127).check(con), [1, 127]);
     assert_eq!(v(1000).check(con), [1, 128]);
+    // REFUND: the value shrinks back over the boundary (128 -> 127), same-length
+    // refunds, a key without expiry (replicated as a plain SET), several windows, a
+    // refund with nothing to give back, errors and WRONGTYPE.
+    let refund = |con: &mut redis::Connection, call: support::Sw| {
+        call.cmd(REFUND).query::<redis::Value>(con).unwrap()
+    };
+    let ints = |v: &[i64]| redis::Value::Array(v.iter().map(|&i| redis::Value::Int(i)).collect());
+    assert_eq!(refund(con, v(1000)), ints(&[1, 128]));
+    assert_eq!(refund(con, v(1000).cost(2)), ints(&[1, 127]));
+    let _: () = redis::cmd("PERSIST").arg(k("varint")).query(con).unwrap();
+    assert_eq!(refund(con, v(1000)), ints(&[1, 125]));
+    let two = || {
+        sw(k("two"))
+            .limit(10)
+            .window(60)
+            .now(100)
+            .and_limit(50, 3600)
+    };
+    assert_eq!(two().cost(3).check(con), [1, 3]);
+    match refund(con, two().details()) {
+        redis::Value::Array(items) => assert_eq!(items.len(), 7),
+        other => panic!("{other:?}"),
+    }
+    let none = sw(k("none")).limit(3).window(60).now(100);
+    assert_eq!(refund(con, none), ints(&[1, 1]));
+    err(con, &[REFUND.as_bytes(), kb, b"10"], "ERR");
+    err(
+        con,
+        &[REFUND.as_bytes(), kb, b"10", b"60", b"COST", b"0"],
+        "ERR",
+    );
+    err(
+        con,
+        &[REFUND.as_bytes(), k("str").as_bytes(), b"10", b"60"],
+        "WRONGTYPE",
+    );
     assert_eq!(v(MAX).cost(9_000_000_000_000_000).check(con)[0], 1);
     // Largest values.
     let big = sw(k("big"))
@@ -259,6 +295,7 @@ fn workload(con: &mut redis::Connection, r: usize) {
             .arg(sub)
             .arg(CHECK)
             .arg(PEEK)
+            .arg(REFUND)
             .query(con)
             .unwrap();
     }

@@ -6,12 +6,9 @@
 #[macro_use]
 mod support;
 
-#[path = "../src/testref.rs"]
-mod testref;
-
 use redis::Value;
+use support::random_calls::{generate, ints, run_sequences, Mix};
 use support::*;
-use testref::{RefKey, RefReply};
 
 on_every_server!(
     several_limits_match_the_per_window_seed_reference,
@@ -25,200 +22,26 @@ on_every_server!(
     command_docs_show_the_repeatable_limit_block_and_counts,
 );
 
-/// A reply as integers: the head, and the 7th element's arrays when present.
-fn ints(v: &Value) -> (Vec<i64>, Option<Vec<Vec<i64>>>) {
-    let Value::Array(items) = v else {
-        panic!("not an array: {v:?}");
-    };
-    let mut head = Vec::new();
-    let mut per_limit = None;
-    for item in items {
-        match item {
-            Value::Int(i) => head.push(*i),
-            Value::Array(limits) => {
-                per_limit = Some(limits.iter().map(|l| ints(l).0).collect());
-            }
-            other => panic!("unexpected element {other:?} in {v:?}"),
-        }
-    }
-    (head, per_limit)
-}
-
-/// What the reference says the server must reply.
-fn expected(r: &RefReply, details: bool) -> (Vec<i64>, Option<Vec<Vec<i64>>>) {
-    let per_limit = (details && r.outcomes.len() > 1)
-        .then(|| r.outcomes.iter().map(|o| o.to_vec()).collect::<Vec<_>>());
-    (r.head(details), per_limit)
-}
-
-/// One generated call and the reply the reference expects.
-struct Call {
-    args: Vec<String>,
-    command: &'static str,
-    want: (Vec<i64>, Option<Vec<Vec<i64>>>),
-}
-
-/// Random sequences of multi-limit CHECK, PEEK and COUNTS calls, with the reference's
-/// answers: limits 0-11, costs 1-3, 1 to 8 windows per call from a pool of 8
-/// (unit, window) pairs per key (seconds 1-30, milliseconds 1-300, both units in
-/// one key), a clock that mostly creeps forward, sometimes jumps, sometimes goes back.
-fn generate(sequences: usize, seed: u64) -> (Vec<Vec<Call>>, [usize; 4]) {
-    let mut rng = Rng::new(seed);
-    // [calls, denied, with 7th element, several limits denying]
-    let mut tally = [0usize; 4];
-    let mut all = Vec::new();
-    for seq in 0..sequences {
-        let key = format!("ml:{seq}");
-        let mut pool: Vec<(bool, u64)> = Vec::new();
-        while pool.len() < 8 {
-            let p = match rng.range(0, 2) {
-                0 => (true, rng.range(1, 300)),
-                _ => (false, rng.range(1, 30)),
-            };
-            if !pool.contains(&p) {
-                pool.push(p);
-            }
-        }
-        let mut reference = RefKey::default();
-        let mut clock_ms = 1_780_000_000_000 + rng.range(0, 10_000_000);
-        let mut calls = Vec::new();
-        for _ in 0..40 {
-            clock_ms = match rng.range(0, 12) {
-                0 => clock_ms - rng.range(0, 20_000), // a clock behind
-                1 => clock_ms + rng.range(0, 60_000),
-                _ => clock_ms + rng.range(0, 700),
-            };
-            let millis = pool[rng.range(0, 7) as usize].0;
-            let now = if millis { clock_ms } else { clock_ms / 1000 };
-            let mut windows: Vec<u64> = pool
-                .iter()
-                .filter(|(m, _)| *m == millis)
-                .map(|&(_, w)| w)
-                .collect();
-            if rng.range(0, 9) == 0 {
-                // COUNTS of one window of the pool.
-                let w = windows[rng.range(0, windows.len() as u64 - 1) as usize];
-                let c = reference.counts(millis, w, now);
-                let mut args = vec![key.clone(), w.to_string(), now.to_string()];
-                if millis {
-                    args.push("MS".into());
-                }
-                calls.push(Call {
-                    args,
-                    command: "SLIDINGWINDOW.COUNTS",
-                    want: (c.iter().map(|&v| v as i64).collect(), None),
-                });
-                continue;
-            }
-            let n = rng.range(1, windows.len() as u64) as usize;
-            for i in 0..n {
-                let j = rng.range(i as u64, windows.len() as u64 - 1) as usize;
-                windows.swap(i, j);
-            }
-            let drawn: Vec<(u64, u64)> = windows[..n]
-                .iter()
-                .map(|&w| (rng.range(0, 11), w))
-                .collect();
-            let cost = rng.range(1, 3);
-            let details = rng.range(0, 2) > 0;
-            let peek = rng.range(0, 4) == 0;
-            // The positional limit first and `now`, then the options in a shuffled
-            // order; the limits count in the order their LIMITs end up in.
-            let mut options: Vec<Vec<String>> = drawn[1..]
-                .iter()
-                .map(|&(l, w)| vec!["LIMIT".into(), l.to_string(), w.to_string()])
-                .collect();
-            if cost > 1 || rng.range(0, 1) == 0 {
-                options.push(vec!["COST".into(), cost.to_string()]);
-            }
-            if millis {
-                options.push(vec!["ms".into()]);
-            }
-            if details {
-                options.push(vec!["DETAILS".into()]);
-            }
-            for i in 0..options.len() {
-                let j = rng.range(i as u64, options.len() as u64 - 1) as usize;
-                options.swap(i, j);
-            }
-            let mut limits = vec![drawn[0]];
-            for o in options.iter().filter(|o| o[0] == "LIMIT") {
-                limits.push((o[1].parse().unwrap(), o[2].parse().unwrap()));
-            }
-            let answer = if peek {
-                reference.clone().call(&limits, millis, now, cost)
-            } else {
-                reference.call(&limits, millis, now, cost)
-            };
-            let mut args = vec![
-                key.clone(),
-                limits[0].0.to_string(),
-                limits[0].1.to_string(),
-                now.to_string(),
-            ];
-            args.extend(options.into_iter().flatten());
-            tally[0] += 1;
-            if !answer.allowed {
-                tally[1] += 1;
-                let denying = answer
-                    .outcomes
-                    .iter()
-                    .filter(|o| o[2] + cost as i64 > o[1])
-                    .count();
-                tally[3] += usize::from(denying > 1);
-            }
-            tally[2] += usize::from(details && n > 1);
-            calls.push(Call {
-                args,
-                command: if peek {
-                    "SLIDINGWINDOW.PEEK"
-                } else {
-                    "SLIDINGWINDOW.CHECK"
-                },
-                want: expected(&answer, details),
-            });
-        }
-        all.push(calls);
-    }
-    (all, tally)
-}
-
 fn several_limits_match_the_per_window_seed_reference(kind: Kind) {
-    let (sequences, tally) = generate(300, 21);
-    let [calls, denied, seventh, several] = tally;
-    assert!(calls >= 10_000, "{tally:?}");
+    let mix = Mix {
+        sequences: 300,
+        calls: 40,
+        refund: false,
+        windows_s: 30,
+        windows_ms: 300,
+    };
+    let (sequences, tally) = generate(&mix, 21);
+    assert!(tally.calls >= 10_000, "{tally:?}");
     assert!(
-        denied > calls / 5 && seventh > calls / 3 && several > 300,
+        tally.denied > tally.calls / 5 && tally.seventh > tally.calls / 3 && tally.several > 300,
         "{tally:?}"
     );
     let s = Server::start(kind, &[]);
-    let mut c = s.connection();
-    for (n, seq) in sequences.iter().enumerate() {
-        // One transaction per sequence: the server checks expiry against one
-        // instant, so keys with millisecond windows cannot expire in the middle
-        // however loaded the machine is.
-        let mut pipe = redis::pipe();
-        pipe.atomic();
-        for call in seq {
-            pipe.cmd(call.command).arg(&call.args);
-        }
-        let replies: Vec<Value> = pipe
-            .query(&mut c)
-            .unwrap_or_else(|e| panic!("{kind:?} sequence {n}: {e}"));
-        assert_eq!(replies.len(), seq.len(), "{kind:?} sequence {n}");
-        for (i, (call, reply)) in seq.iter().zip(&replies).enumerate() {
-            assert_eq!(
-                ints(reply),
-                call.want,
-                "{kind:?} sequence {n} call {i}: {} {}",
-                call.command,
-                call.args.join(" ")
-            );
-        }
-    }
+    run_sequences(&mut s.connection(), kind, &sequences);
     eprintln!(
-        "{kind:?}: {calls} CHECK/PEEK calls ({denied} denied, {seventh} with a 7th element, \
-         {several} denied by several limits) and the COUNTS calls between them: identical"
+        "{kind:?}: {} CHECK/PEEK calls ({} denied, {} with a 7th element, {} denied by \
+         several limits) and the COUNTS calls between them: identical",
+        tally.calls, tally.denied, tally.seventh, tally.several
     );
 }
 

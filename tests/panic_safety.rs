@@ -8,7 +8,7 @@
 mod support;
 
 use support::{
-    error_text, fault_module_path, get_raw, info, info_field, sw, Kind, Server, CHECK, PEEK,
+    error_text, fault_module_path, get_raw, info, info_field, sw, Kind, Server, CHECK, PEEK, REFUND,
 };
 
 on_every_server!(a_panic_in_a_handler_is_an_error_reply_and_the_server_lives_on);
@@ -24,7 +24,7 @@ fn a_panic_in_a_handler_is_an_error_reply_and_the_server_lives_on(kind: Kind) {
     let doomed = sw(PANIC_KEY).limit(10).window(60).now(100);
     let fine = sw("fine").limit(10).window(60).now(100);
     assert_eq!(fine.check(&mut c), [1, 1]);
-    for command in [CHECK, PEEK] {
+    for command in [CHECK, PEEK, REFUND] {
         for round in 0..3 {
             let e = doomed
                 .cmd(command)
@@ -66,12 +66,12 @@ fn a_panic_in_a_handler_is_an_error_reply_and_the_server_lives_on(kind: Kind) {
         .expect_err("a panicking call from Lua answered");
     assert!(error_text(&e).contains("internal error"), "{e}");
     // Nothing was written under the key; the module counted the calls as errors
-    // (3 CHECKs, 3 PEEKs, MULTI, EVAL) and keeps counting.
+    // (3 CHECKs, 3 PEEKs, 3 REFUNDs, MULTI, EVAL) and keeps counting.
     assert_eq!(get_raw(&mut c, PANIC_KEY), None);
     let stats = info(&mut c, "slidingwindow");
     assert_eq!(
         info_field(&stats, "slidingwindow_errors"),
-        Some("8"),
+        Some("11"),
         "{stats}"
     );
     assert_eq!(fine.check(&mut c), [1, 3]);

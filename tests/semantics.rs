@@ -417,6 +417,11 @@ fn command_info_describes_each_command(kind: Kind) {
             "[fast module readonly]",
             "[RO access]",
         ),
+        (
+            "slidingwindow.refund",
+            "[denyoom fast module write]",
+            "[RW access update]",
+        ),
     ];
     for (name, flags, key_flags) in expected {
         let reply: Value = redis::cmd("COMMAND")
@@ -461,7 +466,11 @@ fn command_info_describes_each_command(kind: Kind) {
 fn command_docs_describe_each_argument(kind: Kind) {
     let s = Server::start(kind, &[]);
     let mut c = s.connection();
-    for name in ["slidingwindow.check", "slidingwindow.peek"] {
+    for name in [
+        "slidingwindow.check",
+        "slidingwindow.peek",
+        "slidingwindow.refund",
+    ] {
         let reply: Value = redis::cmd("COMMAND")
             .arg("DOCS")
             .arg(name)
@@ -513,10 +522,11 @@ fn command_docs_describe_each_argument(kind: Kind) {
 }
 
 /// The release each command first appeared in.
-const SINCE: [(&str, &str); 3] = [
+const SINCE: [(&str, &str); 4] = [
     ("slidingwindow.check", "0.1.0"),
     ("slidingwindow.peek", "0.1.0"),
     ("slidingwindow.counts", "0.2.0"),
+    ("slidingwindow.refund", "0.2.0"),
 ];
 
 /// "0.2.0" -> (0, 2, 0).

@@ -18,6 +18,8 @@
 //! `sw("user:1").limit(5).window(60).now(1000).check(&mut con)`.
 #![allow(dead_code)] // each test file uses its own part of this module
 
+pub mod random_calls;
+
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -666,6 +668,7 @@ impl Drop for Server {
 pub const CHECK: &str = "SLIDINGWINDOW.CHECK";
 pub const PEEK: &str = "SLIDINGWINDOW.PEEK";
 pub const COUNTS: &str = "SLIDINGWINDOW.COUNTS";
+pub const REFUND: &str = "SLIDINGWINDOW.REFUND";
 
 /// One SLIDINGWINDOW call with every argument named, so that a test reads as the spec:
 /// `sw("user:1").limit(5).window(60).now(1000).cost(2).details().check(&mut con)`.

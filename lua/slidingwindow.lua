@@ -669,8 +669,9 @@ local function read(key)
   return decode(v) or false
 end
 
--- The key's absolute expiry in ms, or nil without one. PEXPIRETIME is 7.0+; Redis 6.2
--- has only the relative PTTL.
+-- The key's absolute expiry in ms, or nil without one; and whether it may be off by a
+-- few ms: an integer reply past 2^53 reaches Lua as the nearest double. PEXPIRETIME is
+-- 7.0+; Redis 6.2 has only the relative PTTL.
 local function expiry(key, now_ms)
   local t = redis.pcall('PEXPIRETIME', key)
   if type(t) ~= 'number' then
@@ -678,26 +679,41 @@ local function expiry(key, now_ms)
     if ttl < 0 then
       return nil
     end
-    return badd(big(now_ms), big(ttl))
+    return badd(big(now_ms), big(ttl)), ttl > MAX
   end
   if t < 0 then
     return nil
   end
-  return big(t)
+  if t > MAX then
+    return big(t), true
+  end
+  return big(t), false
 end
 
--- `SET key state PXAT ms`: what replicas and the AOF receive. The error (OOM under
--- EVAL, which has no flags to be refused by up front) is returned as the reply.
-local function write(key, counters, pxat)
-  local r
-  if pxat then
-    r = redis.pcall('SET', key, encode(counters), 'PXAT', bdecimal(pxat))
-  else
-    r = redis.pcall('SET', key, encode(counters))
-  end
+local function failed(r)
   if type(r) == 'table' and r.err then
     return r
   end
+end
+
+-- `SET key state PXAT ms` (or plain SET, for a key without expiry): what replicas and
+-- the AOF receive. The error (OOM under EVAL, which has no flags to be refused by up
+-- front) is returned as the reply.
+local function write(key, counters, pxat)
+  if pxat then
+    return failed(redis.pcall('SET', key, encode(counters), 'PXAT', bdecimal(pxat)))
+  end
+  return failed(redis.pcall('SET', key, encode(counters)))
+end
+
+-- The key's own expiry kept exactly, where Lua cannot read it exactly (past 2^53 ms);
+-- with `at`, the later of the two (PEXPIREAT GT, 7.0+).
+local function write_keeping(key, counters, at)
+  local e = failed(redis.pcall('SET', key, encode(counters), 'KEEPTTL'))
+  if e or not at then
+    return e
+  end
+  redis.pcall('PEXPIREAT', key, bdecimal(at), 'GT')
 end
 
 local function arity(name)
@@ -736,14 +752,20 @@ local function limiter(name, mode)
       local lw = big(longest * (req.ms and 1 or 1000))
       local at = badd(badd(big(ms()), lw), lw)
       local counters, kept_others = next_state(state, d)
+      local old, inexact
       if kept_others then
         -- Longer windows the call did not name keep their later expiry.
-        local old = expiry(key, ms())
-        if old and bless(at, old) then
+        old, inexact = expiry(key, ms())
+        if old and not inexact and bless(at, old) then
           at = old
         end
       end
-      local e = write(key, counters, at)
+      local e
+      if old and inexact then
+        e = write_keeping(key, counters, at)
+      else
+        e = write(key, counters, at)
+      end
       if e then
         return e
       end
@@ -768,7 +790,13 @@ local function limiter(name, mode)
         end
       end
       if changed then
-        local e = write(key, state, expiry(key, ms()))
+        local old, inexact = expiry(key, ms())
+        local e
+        if inexact then
+          e = write_keeping(key, state)
+        else
+          e = write(key, state, old)
+        end
         if e then
           return e
         end

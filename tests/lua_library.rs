@@ -25,6 +25,7 @@ on_every_server!(
     both_on_one_server_answer_as_the_module,
     a_key_moves_between_module_and_library,
     waits_are_capped_at_the_extremes,
+    expiries_past_2_53_ms_are_kept_exactly,
     version_is_the_crate_version,
     refund_gives_back_newest_first,
 );
@@ -540,4 +541,61 @@ fn refund_gives_back_newest_first(kind: Kind) {
     // 17 (1020..1080): reset after 21 s.
     assert_eq!(canon(&r), "[1,1,5,4,-1,21]");
     assert_eq!(support::get_raw(&mut c, "r:missing"), None);
+}
+
+/// A kept expiry past 2^53 ms, odd (no double holds it): CHECK keeping a longer window
+/// it does not name, and REFUND, leave it to the millisecond, in both.
+fn expiries_past_2_53_ms_are_kept_exactly(kind: Kind) {
+    let s = Server::start(kind, &[]);
+    let mut c = s.connection();
+    load_library(&mut c);
+    let far: u64 = (1 << 53) + 1001;
+    let state = encode(&[
+        Ctr {
+            ms: false,
+            window: 60,
+            index: 16,
+            current: 1,
+            previous: 0,
+        },
+        Ctr {
+            ms: false,
+            window: 9_000_000_000_000,
+            index: 0,
+            current: 1,
+            previous: 0,
+        },
+    ]);
+    let calls: [(Op, &[&str]); 3] = [
+        (Op::Check, &["5", "60", "1000"]),
+        (Op::Refund, &["5", "60", "1001"]),
+        (Op::Refund, &["5", "9000000000000", "1001"]),
+    ];
+    for (op, args) in calls {
+        let a: Vec<Vec<u8>> = args.iter().map(|x| x.as_bytes().to_vec()).collect();
+        let mut got = Vec::new();
+        for (key, lib) in [("far:m", false), ("far:l", true)] {
+            let _: () = redis::cmd("SET")
+                .arg(key)
+                .arg(&state)
+                .query(&mut c)
+                .unwrap();
+            let _: () = redis::cmd("PEXPIREAT")
+                .arg(key)
+                .arg(far)
+                .query(&mut c)
+                .unwrap();
+            let cmd = if lib {
+                fcall(op, key, &a)
+            } else {
+                module_cmd(op, key, &a)
+            };
+            let r: Value = cmd.query(&mut c).unwrap();
+            let exp = support::pexpiretime(&mut c, key);
+            assert_eq!(exp as u64, far, "{op:?} {args:?} lib {lib}");
+            got.push((canon(&r), support::get_raw(&mut c, key)));
+        }
+        assert_eq!(got[0], got[1], "{op:?} {args:?}");
+        assert_ne!(got[0].1, Some(state.clone()), "{op:?} {args:?} wrote");
+    }
 }

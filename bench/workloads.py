@@ -167,6 +167,12 @@ def make_cases(sha: str, now: int, extra_commands: Sequence[str] = (),
         module_case("peek_clock", "PEEK, server clock",
                     sw("SLIDINGWINDOW.PEEK", "swpc", limit, None), "swpc", clock=True,
                     stat="slidingwindow.peek"),
+        # Issue 20: REFUND cost 1 on keys holding a quarter of the limit in each of the
+        # previous and this window (more than a run's calls per key), so every call
+        # gives one back and writes.
+        module_case("refund", "REFUND, warm keys, now",
+                    sw("SLIDINGWINDOW.REFUND", "swr", limit, now), "swr", "COST", limit // 4,
+                    stat="slidingwindow.refund"),
         module_case("details", "CHECK DETAILS, warm keys, now",
                     check("swx", limit, now, "DETAILS"), "swx", lines=7, pats=(A6, D6)),
         # Issue 11: the same call with two more limits, in one key holding three windows.

@@ -190,9 +190,19 @@ fn run_refund(ctx: Ctx, argv: Argv, argc: c_int) -> c_int {
     let mut after = State::default();
     let given = stored.map_or(0, |s| window::refund_into(s, &request, &mut after));
     let now_held = if given > 0 {
-        let mut bytes = Encoded::default();
-        encoding::encode_into(&after, &mut bytes);
-        key.write(bytes.as_bytes(), Expiry::Keep);
+        match after.counters() {
+            // One window (the common case): a buffer for one counter only.
+            [one] => {
+                let mut bytes = EncodedOne::default();
+                encoding::encode_one_into(one, &mut bytes);
+                key.write(bytes.as_bytes(), Expiry::Keep);
+            }
+            _ => {
+                let mut bytes = Encoded::default();
+                encoding::encode_into(&after, &mut bytes);
+                key.write(bytes.as_bytes(), Expiry::Keep);
+            }
+        }
         Some(&after)
     } else {
         stored

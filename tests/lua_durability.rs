@@ -7,9 +7,9 @@
 mod support;
 
 use redis::Value;
-use support::lua::{fcall, load_library, wait_library, Bare, Op};
+use support::lua::{fcall, load_library, wait_library, Op};
 use support::{error_text, get_raw, info_field, info_u64, pexpiretime, try_info, wait_until};
-use support::{Kind, PATIENCE};
+use support::{Kind, Server, PATIENCE};
 
 on_every_server!(
     a_replica_holds_the_library_s_bytes,
@@ -73,9 +73,8 @@ fn snapshot(con: &mut redis::Connection, n: usize) -> Vec<(Option<Vec<u8>>, i64,
 }
 
 fn a_replica_holds_the_library_s_bytes(kind: Kind) {
-    let bin = kind.binary();
-    let master = Bare::start(&bin, &["--repl-diskless-sync-delay", "0"]);
-    let replica = Bare::start(&bin, &[]);
+    let master = Server::start_without_module(kind, &["--repl-diskless-sync-delay", "0"]);
+    let replica = Server::start_without_module(kind, &[]);
     let mut m = master.connection();
     let mut r = replica.connection();
     load_library(&mut m);
@@ -133,10 +132,8 @@ fn aof_text(dir: &std::path::Path) -> Vec<u8> {
 }
 
 fn an_aof_replay_keeps_the_library_s_keys(kind: Kind) {
-    let mut s = Bare::start(
-        &kind.binary(),
-        &["--appendonly", "yes", "--appendfsync", "always"],
-    );
+    let mut s =
+        Server::start_without_module(kind, &["--appendonly", "yes", "--appendfsync", "always"]);
     let mut c = s.connection();
     load_library(&mut c);
     for i in 0..30 {
@@ -165,7 +162,7 @@ fn config_set(con: &mut redis::Connection, name: &str, value: impl redis::ToRedi
 }
 
 fn under_noeviction_check_is_refused_and_peek_answers(kind: Kind) {
-    let s = Bare::start(&kind.binary(), &[]);
+    let s = Server::start_without_module(kind, &[]);
     let mut c = s.connection();
     load_library(&mut c);
     config_set(&mut c, "maxmemory-policy", "noeviction");

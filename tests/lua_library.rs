@@ -15,8 +15,8 @@ mod support;
 
 use redis::Value;
 use support::lua::{
-    self, canon, differential, encode, fcall, load_library, module_cmd, Bare, Ctr, Gen, Invoke, Op,
-    Side, Tally, ERROR_KINDS, MAX,
+    self, canon, differential, encode, fcall, load_library, module_cmd, Ctr, Gen, Invoke, Op, Side,
+    Tally, ERROR_KINDS, MAX,
 };
 use support::{Kind, Server};
 
@@ -202,7 +202,7 @@ fn restore(con: &mut redis::Connection, key: &str, bytes: &[u8]) {
 fn a_key_moves_between_module_and_library(kind: Kind) {
     let module = Server::start(kind, &[]);
     // A managed-service-like server: no MODULE LOAD, the library only.
-    let library = Bare::start(&kind.binary(), &["--enable-module-command", "no"]);
+    let library = Server::start_without_module(kind, &["--enable-module-command", "no"]);
     let mut m = module.connection();
     let mut l = library.connection();
     let e = redis::cmd("MODULE")

@@ -7,9 +7,7 @@
 mod support;
 
 use redis::Value;
-use support::lua::{
-    differential, eval_body, evalsha, redis62_binary, script_load, Bare, Gen, Invoke, Op, Side,
-};
+use support::lua::{differential, eval_body, evalsha, script_load, Gen, Invoke, Op, Side};
 use support::{error_text, Kind, Server};
 
 fn bytes(a: &[&str]) -> Vec<Vec<u8>> {
@@ -19,7 +17,7 @@ fn bytes(a: &[&str]) -> Vec<Vec<u8>> {
 #[test]
 fn evalsha_on_redis62_answers_as_the_module() {
     let module = Server::start(Kind::Redis7, &[]);
-    let old = Bare::start(&redis62_binary(), &[]);
+    let old = Server::start_without_module(Kind::Redis62, &[]);
     let mut m = module.connection();
     let mut o = old.connection();
     let version: String = support::info_value(&mut o, "server", "redis_version");

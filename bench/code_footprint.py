@@ -31,7 +31,8 @@ import time
 from pathlib import Path
 
 from bench import DEFAULT_MODULE
-from servers import binary, free_port
+from servers import binary
+from slidingwindow_testing.ports import free_port
 
 NOW = 1_796_119_463
 KEYS = 2_000

@@ -59,6 +59,10 @@ QUICK = dict(keyspace=2_000, n32=500, n1=100, repeats=2, lat_n=200, identities=1
 log = report.log
 
 
+# The Functions library, loaded on every benchmarked server for the stream_lua case.
+LUA_LIBRARY = Path(__file__).resolve().parents[1] / "lua" / "slidingwindow.lua"
+
+
 def seed_script(given: str | None) -> Path | None:
     """--seed-script, else the seed's script where slidingwindow_testing finds it; None
     (the seed's rows left out, with a note) when there is none, and under CI=true exit."""
@@ -138,6 +142,7 @@ def run(args: argparse.Namespace, mode: str) -> dict[str, Any]:
             continue
         try:
             sha = srv.r.script_load(seed_src) if seed_src else None
+            srv.r.execute_command("FUNCTION", "LOAD", "REPLACE", LUA_LIBRARY.read_text())
             results.append(bench_server(srv, sha, cfg, args, mode, zipf))
         finally:
             srv.cleanup()

@@ -63,6 +63,12 @@ TARGETS = [
     _t("stream_seed_vs_check", "seed script / CHECK, Zipf stream", "stream_seed",
        "stream_check", ">=", 5.0),
     _t("seed_vs_check", "seed script / CHECK, warm keys", "seed", "check"),
+    # The Functions library (issue 21): no slower than the seed's script (it touches one
+    # key, not two), and the module at least 4 x faster than it.
+    _t("lua_vs_seed", "Functions library / seed script, Zipf stream", "stream_lua",
+       "stream_seed", "<=", 1.0),
+    _t("lua_vs_check", "Functions library / CHECK, Zipf stream", "stream_lua",
+       "stream_check", ">=", 4.0),
     _t("check_vs_set", "CHECK warm, now / SET", "check", "set"),
     # The first issue's "<= 0.6" read targets, shown for comparison: GET alone is ~0.58.
     _t("peek_vs_check", "PEEK / CHECK warm", "peek", "check"),

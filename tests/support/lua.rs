@@ -905,11 +905,13 @@ fn run_batch(side: &mut Side, gen: &Gen, plan: &[Planned]) -> Vec<Seen> {
     let mut pipe = redis::pipe();
     pipe.ignore_errors();
     // Replies per step: TIME, the call, expiry, TIME, GET [, PERSIST]; in a transaction
-    // OK, one QUEUED each and EXEC's array.
+    // also TIME before MULTI and after EXEC, OK, one QUEUED each and EXEC's array. Inside
+    // MULTI, TIME is frozen at the transaction's start (Redis 8.2, Valkey) while the
+    // module's clock is not: the outer TIMEs bracket the call's real instant.
     let per = |p: &Planned| {
         let n = 5 + usize::from(gen.persisted(p.key));
         if transactional(gen, p) {
-            n + 2
+            n + 4
         } else {
             n
         }
@@ -918,6 +920,7 @@ fn run_batch(side: &mut Side, gen: &Gen, plan: &[Planned]) -> Vec<Seen> {
         let key = side.key(p.key);
         let multi = transactional(gen, p);
         if multi {
+            pipe.cmd("TIME");
             pipe.cmd("MULTI");
         }
         pipe.cmd("TIME");
@@ -943,6 +946,7 @@ fn run_batch(side: &mut Side, gen: &Gen, plan: &[Planned]) -> Vec<Seen> {
         }
         if multi {
             pipe.cmd("EXEC");
+            pipe.cmd("TIME");
         }
     }
     let got: Vec<Value> = pipe
@@ -955,10 +959,13 @@ fn run_batch(side: &mut Side, gen: &Gen, plan: &[Planned]) -> Vec<Seen> {
     for p in plan {
         let n = per(p);
         let r: Vec<Value> = if transactional(gen, p) {
-            match &got[i + n - 1] {
+            let mut items = match &got[i + n - 2] {
                 Value::Array(items) => items.clone(),
                 other => panic!("{}: EXEC replied {other:?}", side.name),
-            }
+            };
+            items[0] = got[i].clone();
+            items[3] = got[i + n - 1].clone();
+            items
         } else {
             got[i..i + n].to_vec()
         };

@@ -87,8 +87,8 @@ class RedisServer:
                 except redis.BusyLoadingError:
                     if loading_ok:
                         return
-                except redis.ConnectionError:
-                    pass
+                except (redis.ConnectionError, redis.TimeoutError):
+                    pass  # not listening yet, or too slow to answer (under valgrind)
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"{self.binary} did not answer: {self.log()}")
                 time.sleep(0.02)

@@ -8,8 +8,7 @@ mod support;
 
 use redis::Value;
 use support::lua::{fcall, load_library, wait_library, Op};
-use support::{error_text, get_raw, info_field, info_u64, pexpiretime, try_info, wait_until};
-use support::{Kind, Server, PATIENCE};
+use support::{error_text, get_raw, info_u64, pexpiretime, replicate_from, Kind, Server};
 
 on_every_server!(
     a_replica_holds_the_library_s_bytes,
@@ -81,15 +80,7 @@ fn a_replica_holds_the_library_s_bytes(kind: Kind) {
     for i in 0..20 {
         run(&mut m, Op::Check, i, 6000, false);
     }
-    let _: () = redis::cmd("REPLICAOF")
-        .arg("127.0.0.1")
-        .arg(master.port)
-        .query(&mut r)
-        .unwrap();
-    wait_until(PATIENCE, "the replica's link", || {
-        let text = try_info(&mut r, "replication").map_err(|e| e.to_string())?;
-        Ok(info_field(&text, "master_link_status") == Some("up"))
-    });
+    replicate_from(&mut r, &master);
     // The library comes with the full sync.
     wait_library(&mut r);
     for i in 0..40 {

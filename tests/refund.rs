@@ -162,15 +162,7 @@ fn a_refund_with_nothing_to_give_back_writes_and_replicates_nothing(kind: Kind) 
     let replica = Server::start(kind, &[]);
     let mut m = master.connection();
     let mut r = replica.connection();
-    let _: () = redis::cmd("REPLICAOF")
-        .arg("127.0.0.1")
-        .arg(master.port)
-        .query(&mut r)
-        .unwrap();
-    wait_until(PATIENCE, "the replica's link", || {
-        let text = try_info(&mut r, "replication").map_err(|e| e.to_string())?;
-        Ok(info_field(&text, "master_link_status") == Some("up"))
-    });
+    replicate_from(&mut r, &master);
     let call = |key: &str, now: u64| sw(key).limit(10).window(60).now(now);
     call("n:1", 6000).check(&mut m);
     wait_replicas(&mut m, 1);
@@ -234,11 +226,7 @@ fn replicas_and_aof_replay_hold_the_same_bytes_after_refunds(kind: Kind) {
     let replica = Server::start(kind, &[]);
     let mut m = master.connection();
     let mut r = replica.connection();
-    let _: () = redis::cmd("REPLICAOF")
-        .arg("127.0.0.1")
-        .arg(master.port)
-        .query(&mut r)
-        .unwrap();
+    replica_of(&mut r, &master);
     let mut rng = Rng::new(kind as u64 + 20);
     let keys: Vec<String> = (0..30).map(|i| format!("a:{i}")).collect();
     let mut now = 1_780_000_000;
@@ -266,10 +254,7 @@ fn replicas_and_aof_replay_hold_the_same_bytes_after_refunds(kind: Kind) {
         let call = sw(key.as_str()).limit(20).window(600).now(now);
         call.cmd(REFUND).query::<Vec<i64>>(&mut m).unwrap();
     }
-    wait_until(PATIENCE, "the replica's link", || {
-        let text = try_info(&mut r, "replication").map_err(|e| e.to_string())?;
-        Ok(info_field(&text, "master_link_status") == Some("up"))
-    });
+    wait_link(&mut r);
     wait_replicas(&mut m, 1);
     let snapshot = |c: &mut redis::Connection| -> Vec<(Option<Vec<u8>>, i64)> {
         keys.iter()

@@ -8,8 +8,7 @@
 mod support;
 
 use support::{
-    fault_module_path, get_raw, info_field, pexpiretime, sw, try_info, wait_until, Kind, Server,
-    Sw, CHECK, PATIENCE,
+    fault_module_path, get_raw, pexpiretime, replica_of, sw, wait_link, Kind, Server, Sw, CHECK,
 };
 
 on_every_server!(the_fresh_string_fallback_keeps_master_replica_and_aof_alike);
@@ -26,11 +25,7 @@ fn the_fresh_string_fallback_keeps_master_replica_and_aof_alike(kind: Kind) {
     let replica = Server::start(kind, &[]);
     let mut m = master.connection();
     let mut r = replica.connection();
-    let _: () = redis::cmd("REPLICAOF")
-        .arg("127.0.0.1")
-        .arg(master.port)
-        .query(&mut r)
-        .unwrap();
+    replica_of(&mut r, &master);
     // A new key, same-length writes, a count crossing a varint boundary (127 -> 128), a
     // second window (version 2), then back to one window: every kind of write.
     let calls = |key: &str| {
@@ -68,10 +63,7 @@ fn the_fresh_string_fallback_keeps_master_replica_and_aof_alike(kind: Kind) {
         .collect();
     assert!(expiry[0] > 0, "the fallback keeps an expiry: {expiry:?}");
 
-    wait_until(PATIENCE, "the replica's link", || {
-        let text = try_info(&mut r, "replication").map_err(|e| e.to_string())?;
-        Ok(info_field(&text, "master_link_status") == Some("up"))
-    });
+    wait_link(&mut r);
     support::wait_replicas(&mut m, 1);
     for (key, expiry) in [FALLBACK_KEY, IN_PLACE_KEY].iter().zip(&expiry) {
         assert_eq!(

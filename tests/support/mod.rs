@@ -330,6 +330,29 @@ pub fn persist(con: &mut dyn redis::ConnectionLike, keys: &[&str]) {
     pipe.exec(con).expect("PERSIST");
 }
 
+/// Makes the server behind `replica` a replica of `master`; returns once its link is up.
+pub fn replicate_from(replica: &mut redis::Connection, master: &Server) {
+    replica_of(replica, master);
+    wait_link(replica);
+}
+
+/// Sends REPLICAOF `master` to the server behind `replica`, without waiting.
+pub fn replica_of(replica: &mut redis::Connection, master: &Server) {
+    let _: () = redis::cmd("REPLICAOF")
+        .arg("127.0.0.1")
+        .arg(master.port)
+        .query(replica)
+        .unwrap();
+}
+
+/// Waits until the replica behind `replica` has its link to its master up.
+pub fn wait_link(replica: &mut redis::Connection) {
+    wait_until(PATIENCE, "the replica's link", || {
+        let text = try_info(replica, "replication").map_err(|e| e.to_string())?;
+        Ok(info_field(&text, "master_link_status") == Some("up"))
+    });
+}
+
 /// A loopback port that was free a moment ago, with port + 10000 free too (the cluster
 /// bus) and both at most 65535.
 pub fn free_port() -> u16 {

@@ -10,3 +10,7 @@ export type { Adapter, RedisClientLike, SendCommandFn } from './adapters';
 export { loadLibrary, librarySource, LIBRARY_PATH } from './library';
 export { parseLimits, MAX_LIMITS } from './rates';
 export { rateLimitHeaders, limitsHeaders, limitName, sfString } from './headers';
+export { SlidingWindowStore } from './stores/express';
+export type { ExpressStoreOptions } from './stores/express';
+export { fastifyStore } from './stores/fastify';
+export type { FastifyStoreOptions, FastifyRateLimitStore } from './stores/fastify';

@@ -133,6 +133,12 @@ export class SlidingWindowRateLimiter {
     return this.limited('refund', id, toLimits(limits), options);
   }
 
+  /** Deletes the key: every window's counts. Outages are thrown (there is nothing to answer). */
+  async reset(id: string): Promise<void> {
+    const key = this.prefix + id;
+    await this.adapter.send(key, ['DEL', key], false);
+  }
+
   /** COUNTS: [previous, current, elapsed] of one window of the key. */
   async counts(id: string, window: number, options: { now?: number; ms?: boolean } = {}): Promise<WindowCounts> {
     const args = [num('window', window)];

@@ -4,7 +4,7 @@ PORT    ?= 6379
 PYTHON  ?= python3
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: help build build-fault run stop test test-limits lint deps deps-system deps-valgrind deps-python bench-deps bench bench-quick clean
+.PHONY: help build build-fault run stop test test-limits test-node lint deps deps-system deps-valgrind deps-python bench-deps bench bench-quick clean
 .PHONY: accuracy accuracy-quick
 
 help: ## List every target with its purpose
@@ -78,16 +78,22 @@ test: deps-system deps-valgrind build build-fault deps-python ## Every test: uni
 	@if [ -n "$$SLIDINGWINDOW_SKIP_MEMCHECK" ]; then echo "NOTE: memcheck SKIPPED (SLIDINGWINDOW_SKIP_MEMCHECK=$$SLIDINGWINDOW_SKIP_MEMCHECK)"; fi
 	$(PYTHON) -m pytest -q -rs clients/python/tests examples/gateway bench/accuracy
 	$(MAKE) test-limits
+	$(MAKE) test-node
 	@$(SEED_NOTE)
+
+test-node: build ## The Node client (clients/node): npm ci from the lockfile, then its tests on every server
+	@command -v npm >/dev/null || { echo "npm is missing: install Node.js 18+ (with npm)"; exit 1; }
+	cd clients/node && npm ci --no-audit --no-fund && npm test
 
 test-limits: ## The limits storage: flask-limiter/slowapi examples, limits' own tests (sdist) on every server
 	$(PYTHON) -m pytest -q examples/limits
 	$(PYTHON) clients/python/limits_suite/run.py -q --sw-cluster $(LIMITS_ARGS)
 
-lint: ## cargo fmt --check, clippy -D warnings, mypy --strict on the Python client
+lint: ## cargo fmt --check, clippy -D warnings, mypy --strict on the Python client, tsc --noEmit on the Node client
 	cargo fmt --all -- --check
 	cargo clippy --release --all-targets -- -D warnings
 	$(PYTHON) -m mypy --strict clients/python/src/slidingwindow
+	cd clients/node && { [ -d node_modules ] || npm ci --no-audit --no-fund; } && npm run lint
 
 bench-deps: ## The benchmark's Python tools (bench/requirements.txt)
 	$(PYTHON) -m pip install -q -r bench/requirements.txt

@@ -1,0 +1,16 @@
+export { SlidingWindowRateLimiter } from './limiter';
+export type { Backend, CallOptions, LimiterOptions, LimitsSpec } from './limiter';
+export { RateLimitResult, MultiLimitResult } from './result';
+export type { Limit, WindowCounts } from './result';
+export { Circuit } from './circuit';
+export type { CircuitOptions, Logger, Gate } from './circuit';
+export { isOutage, serverAnswered, RedisTimeoutError, BackendMissingError } from './errors';
+export { adapterFor, keySlot } from './adapters';
+export type { Adapter, RedisClientLike, SendCommandFn } from './adapters';
+export { loadLibrary, librarySource, LIBRARY_PATH } from './library';
+export { parseLimits, MAX_LIMITS } from './rates';
+export { rateLimitHeaders, limitsHeaders, limitName, sfString } from './headers';
+export { SlidingWindowStore } from './stores/express';
+export type { ExpressStoreOptions } from './stores/express';
+export { fastifyStore } from './stores/fastify';
+export type { FastifyStoreOptions, FastifyRateLimitStore } from './stores/fastify';

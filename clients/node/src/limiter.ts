@@ -1,0 +1,216 @@
+/**
+ * The limiter: one SLIDINGWINDOW.CHECK (or FCALL slidingwindow_check) per request, several
+ * limits in one call, DETAILS as typed results, and the outage circuit.
+ */
+import { adapterFor, type Adapter, type RedisClientLike } from './adapters';
+import { Circuit, type Logger } from './circuit';
+import { BackendMissingError, RedisTimeoutError } from './errors';
+import { parseLimits } from './rates';
+import { MultiLimitResult, RateLimitResult, ints, type Limit, type WindowCounts } from './result';
+
+export type Backend = 'auto' | 'module' | 'library';
+type Op = 'check' | 'peek' | 'refund' | 'counts';
+
+const MODULE_COMMANDS: Record<Op, string> = {
+  check: 'SLIDINGWINDOW.CHECK',
+  peek: 'SLIDINGWINDOW.PEEK',
+  refund: 'SLIDINGWINDOW.REFUND',
+  counts: 'SLIDINGWINDOW.COUNTS',
+};
+const FUNCTIONS: Record<Op, [string, string]> = {
+  check: ['FCALL', 'slidingwindow_check'],
+  peek: ['FCALL_RO', 'slidingwindow_peek'],
+  refund: ['FCALL', 'slidingwindow_refund'],
+  counts: ['FCALL_RO', 'slidingwindow_counts'],
+};
+
+export interface LimiterOptions {
+  /** Put before every client id to make its key. Default "rate:". */
+  prefix?: string;
+  /** During an outage, allow (true, the default) or deny every request. */
+  failOpen?: boolean;
+  /** Called with every error of a call to Redis that is an outage (not for calls answered without Redis). */
+  onError?: (err: Error) => void;
+  /** Milliseconds between two background probes during an outage. Default 1000. */
+  probeIntervalMs?: number;
+  /** Where the outage warning and recovery line go. Default `console`. */
+  logger?: Logger;
+  /** A call without a reply after this many ms is an outage (0: wait for ever). Default 500. */
+  timeoutMs?: number;
+  /** "auto" (default): the module when the server has it, else the Functions library, found out on the first call. */
+  backend?: Backend;
+}
+
+export interface CallOptions {
+  /** How much this request counts (>= 1). Default 1. */
+  cost?: number;
+  /** Windows and `now` are in milliseconds. */
+  ms?: boolean;
+  /** The current time in the call's unit; default the server's clock. */
+  now?: number;
+}
+
+export type LimitsSpec = string | ReadonlyArray<Limit | readonly [number, number]>;
+
+function toLimits(spec: LimitsSpec): Limit[] {
+  const list = typeof spec === 'string' ? parseLimits(spec)
+    : spec.map((l) => (Array.isArray(l) ? { limit: l[0] as number, window: l[1] as number } : l as Limit));
+  if (list.length === 0) throw new RangeError('at least one limit is needed');
+  return list;
+}
+
+function num(name: string, v: number): string {
+  if (!Number.isSafeInteger(v) || v < 0) throw new RangeError(`${name} must be a non-negative safe integer, got ${v}`);
+  return String(v);
+}
+
+function limitArgs(limits: readonly Limit[], o: CallOptions): string[] {
+  const [first, ...rest] = limits as [Limit, ...Limit[]];
+  const args = [num('limit', first.limit), num('window', first.window)];
+  if (o.now !== undefined) args.push(num('now', o.now));
+  for (const l of rest) args.push('LIMIT', num('limit', l.limit), num('window', l.window));
+  if (o.cost !== undefined && o.cost !== 1) args.push('COST', num('cost', o.cost));
+  if (o.ms === true) args.push('MS');
+  args.push('DETAILS');
+  return args;
+}
+
+export class SlidingWindowRateLimiter {
+  readonly prefix: string;
+  readonly circuit: Circuit;
+  readonly timeoutMs: number;
+  private readonly adapter: Adapter;
+  private backendInUse: Backend;
+
+  constructor(client: RedisClientLike, options: LimiterOptions = {}) {
+    this.adapter = adapterFor(client);
+    this.prefix = options.prefix ?? 'rate:';
+    this.timeoutMs = options.timeoutMs ?? 500;
+    this.backendInUse = options.backend ?? 'auto';
+    this.circuit = new Circuit(options);
+  }
+
+  /** "module" or "library" once the first call found out; "auto" before. */
+  get backend(): Backend {
+    return this.backendInUse;
+  }
+
+  get failOpen(): boolean {
+    return this.circuit.failOpen;
+  }
+
+  /** The seed's call: [allowed, count]. */
+  async isAllowed(id: string, limit = 100, windowSeconds = 60, options: { now?: number } = {}): Promise<[boolean, number]> {
+    const r = await this.check(id, limit, windowSeconds, options);
+    return [r.allowed, r.count];
+  }
+
+  /** Counts the request (weight `cost`) if it is allowed. */
+  async check(id: string, limit: number, window: number, options: CallOptions = {}): Promise<RateLimitResult> {
+    return (await this.checkLimits(id, [{ limit, window }], options)).summary;
+  }
+
+  /** What `check` would answer, changing nothing (read-only: runs on replicas). */
+  async peek(id: string, limit: number, window: number, options: CallOptions = {}): Promise<RateLimitResult> {
+    return (await this.peekLimits(id, [{ limit, window }], options)).summary;
+  }
+
+  /** Gives back what a `check` with these arguments counted; answers what `peek` answers after. Not idempotent. */
+  async refund(id: string, limit: number, window: number, options: CallOptions = {}): Promise<RateLimitResult> {
+    return (await this.refundLimits(id, [{ limit, window }], options)).summary;
+  }
+
+  /** Several limits in one command, all or nothing. */
+  checkLimits(id: string, limits: LimitsSpec, options: CallOptions = {}): Promise<MultiLimitResult> {
+    return this.limited('check', id, toLimits(limits), options);
+  }
+
+  peekLimits(id: string, limits: LimitsSpec, options: CallOptions = {}): Promise<MultiLimitResult> {
+    return this.limited('peek', id, toLimits(limits), options);
+  }
+
+  refundLimits(id: string, limits: LimitsSpec, options: CallOptions = {}): Promise<MultiLimitResult> {
+    return this.limited('refund', id, toLimits(limits), options);
+  }
+
+  /** Deletes the key: every window's counts. Outages are thrown (there is nothing to answer). */
+  async reset(id: string): Promise<void> {
+    const key = this.prefix + id;
+    await this.adapter.send(key, ['DEL', key], false);
+  }
+
+  /** COUNTS: [previous, current, elapsed] of one window of the key. */
+  async counts(id: string, window: number, options: { now?: number; ms?: boolean } = {}): Promise<WindowCounts> {
+    const args = [num('window', window)];
+    if (options.now !== undefined) args.push(num('now', options.now));
+    if (options.ms === true) args.push('MS');
+    const key = this.prefix + id;
+    const reply = await this.guarded(key, 'counts', args, 'counts', args,
+      () => ({ previous: 0, current: 0, elapsed: 0, degraded: true }));
+    if ('degraded' in (reply as object)) return reply as WindowCounts;
+    const [previous, current, elapsed] = ints(reply, 3) as [number, number, number];
+    return { previous, current, elapsed, degraded: false };
+  }
+
+  private async limited(op: Op, id: string, limits: Limit[], o: CallOptions): Promise<MultiLimitResult> {
+    const args = limitArgs(limits, o);
+    const ms = o.ms === true;
+    const placeholder = (): MultiLimitResult => MultiLimitResult.unavailable(this.circuit.failOpen, limits, ms);
+    const reply = await this.guarded(this.prefix + id, op, args, 'peek', args, placeholder);
+    if (reply instanceof MultiLimitResult) return reply;
+    return MultiLimitResult.fromReply(reply, limits.map((l) => l.window), o.cost ?? 1, ms);
+  }
+
+  /** The circuit around one call: the reply, or the placeholder during an outage. */
+  private async guarded<P>(key: string, op: Op, args: string[], probeOp: Op, probeArgs: string[],
+    placeholder: () => P): Promise<unknown> {
+    const gate = this.circuit.gate();
+    if (gate === 'skip') return placeholder();
+    if (gate === 'probe') {
+      // A PEEK (or COUNTS): a probe queued in the client's offline queue counts nothing when it is finally sent.
+      this.send(key, probeOp, probeArgs).then(() => this.circuit.probed(), (err: unknown) => this.circuit.probed(err));
+      return placeholder();
+    }
+    try {
+      return await this.send(key, op, args);
+    } catch (err) {
+      if (this.circuit.failed(err)) return placeholder();
+      throw err;
+    }
+  }
+
+  private send(key: string, op: Op, args: string[]): Promise<unknown> {
+    const call = this.dispatch(key, op, args);
+    if (!(this.timeoutMs > 0) || !Number.isFinite(this.timeoutMs)) return call;
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new RedisTimeoutError(this.timeoutMs)), this.timeoutMs);
+    });
+    call.catch(() => undefined); // a late failure after the timeout is no unhandled rejection
+    return Promise.race([call, timeout]).finally(() => clearTimeout(timer));
+  }
+
+  private async dispatch(key: string, op: Op, args: string[]): Promise<unknown> {
+    const readonly = op === 'peek' || op === 'counts';
+    if (this.backendInUse !== 'library') {
+      try {
+        const reply = await this.adapter.send(key, [MODULE_COMMANDS[op], key, ...args], readonly);
+        if (this.backendInUse === 'auto') this.backendInUse = 'module';
+        return reply;
+      } catch (err) {
+        if (this.backendInUse !== 'auto' || !/^ERR unknown command/i.test((err as Error).message ?? '')) throw err;
+        this.backendInUse = 'library';
+      }
+    }
+    const [fcall, fn] = FUNCTIONS[op];
+    try {
+      return await this.adapter.send(key, [fcall, fn, '1', key, ...args], readonly);
+    } catch (err) {
+      if (/function not found/i.test((err as Error).message ?? '')) {
+        throw new BackendMissingError('the server has neither the slidingwindow module nor its Functions '
+          + 'library: load the module, or the library with loadLibrary(client) (FUNCTION LOAD on every primary)');
+      }
+      throw err;
+    }
+  }
+}

@@ -1,0 +1,61 @@
+/**
+ * A custom store for @fastify/rate-limit 11:
+ * `fastify.register(rateLimit, { max, timeWindow, store: fastifyStore({ client }) })`.
+ * The plugin constructs the store itself (`new Store(options)`), so fastifyStore() returns
+ * the class. `incr` is one CHECK (MS unit, window = timeWindow ms, limit = max, both per
+ * call, so per-route and dynamic max/timeWindow are exact): a refused request is not
+ * counted and answers current = max + 1 and ttl = ms until the same request is allowed;
+ * an allowed one answers its count and the ms until the window is empty. `read` (for
+ * `{ increment: false }`) is a PEEK. `child(routeOptions)` keys each route apart, as the
+ * plugin's own RedisStore does.
+ */
+import type { RedisClientLike } from '../adapters';
+import { SlidingWindowRateLimiter, type LimiterOptions } from '../limiter';
+
+export interface FastifyStoreOptions extends LimiterOptions {
+  client?: RedisClientLike;
+  limiter?: SlidingWindowRateLimiter;
+}
+
+type Callback = (error: Error | null, result?: { current: number; ttl: number }) => void;
+
+export interface FastifyRateLimitStore {
+  incr(key: string, callback: Callback, timeWindow: number, max: number): void;
+  read(key: string, callback: Callback, timeWindow: number, max: number): void;
+  child(routeOptions: { routeInfo?: { method?: string; url?: string } }): FastifyRateLimitStore;
+}
+
+class Store implements FastifyRateLimitStore {
+  constructor(readonly limiter: SlidingWindowRateLimiter, readonly keyPrefix: string) {}
+
+  incr(key: string, callback: Callback, timeWindow: number, max: number): void {
+    this.limiter.check(this.keyPrefix + key, max, Math.max(1, timeWindow), { ms: true }).then((r) => {
+      if (r.degraded) callback(null, { current: r.allowed ? 0 : max + 1, ttl: timeWindow });
+      else if (r.allowed) callback(null, { current: r.count, ttl: r.resetAfter });
+      else callback(null, { current: Math.max(r.count, max) + 1, ttl: r.retryAfter >= 0 ? r.retryAfter : r.resetAfter });
+    }, (err: Error) => callback(err));
+  }
+
+  read(key: string, callback: Callback, timeWindow: number, max: number): void {
+    this.limiter.peek(this.keyPrefix + key, max, Math.max(1, timeWindow), { ms: true }).then((r) => {
+      callback(null, { current: r.degraded ? 0 : r.allowed ? r.count - 1 : r.count, ttl: r.resetAfter });
+    }, (err: Error) => callback(err));
+  }
+
+  child(routeOptions: { routeInfo?: { method?: string; url?: string } }): FastifyRateLimitStore {
+    const info = routeOptions.routeInfo ?? {};
+    return new Store(this.limiter, `${this.keyPrefix}${info.method ?? ''}${info.url ?? ''}-`);
+  }
+}
+
+/** The store class for @fastify/rate-limit's `store` option. */
+export function fastifyStore(options: FastifyStoreOptions): new (pluginOptions?: unknown) => FastifyRateLimitStore {
+  const { client, limiter, ...rest } = options;
+  const target = limiter ?? client;
+  if (target === undefined) throw new TypeError('fastifyStore needs a client or a limiter');
+  const shared = target instanceof SlidingWindowRateLimiter ? target
+    : new SlidingWindowRateLimiter(target, { prefix: 'frl:', ...rest });
+  return class FastifySlidingWindowStore extends Store {
+    constructor() { super(shared, ''); }
+  };
+}

@@ -17,6 +17,7 @@ pub const INTERNAL: &[u8] = b"ERR internal error in slidingwindow (please report
 /// `[allowed, count]`; with DETAILS `[allowed, count, limit, remaining, retry_after,
 /// reset_after]`, the governing limit's figures, and with two or more limits a 7th
 /// element: each limit's `[window, limit, count, remaining, retry_after, reset_after]`.
+#[inline(always)]
 pub fn decision(ctx: Ctx, d: &Decision, details: bool) -> c_int {
     if !details {
         raw::reply_with_array(ctx, 2);

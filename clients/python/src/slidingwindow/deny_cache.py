@@ -62,6 +62,7 @@ DEFAULT_MAX_ENTRIES = 10_000
 PPM = 500e-6  # clock rates may differ by this much (NTP slews at most 500 ppm)
 MARGIN = 0.001  # seconds, taken off every deadline
 WAIT_TIMEOUT = 5.0  # seconds a call waits for another call on the same key at the most
+CLOCK_SAMPLES = 3  # TIME calls per measurement of the offset; the narrowest is kept
 MAX_PER_KEY = 8  # entries (limit sets x clock kinds) kept under one Redis key
 
 _bypass: contextvars.ContextVar[bool] = contextvars.ContextVar("deny_cache_bypass",
@@ -245,6 +246,9 @@ class DenyCache:
             self._stats.entries = sum(len(v) for v in self._keys.values())
             return replace(self._stats)
 
+    def __bool__(self) -> bool:
+        return True  # a cache is on even while empty
+
     def __len__(self) -> int:
         with self._lock:
             return sum(len(v) for v in self._keys.values())
@@ -397,9 +401,10 @@ class DenyCache:
     def _measure_sync(self, client: Any) -> None:
         try:
             if not _is_cluster(client):
-                c1 = time.monotonic()
-                reply = client.execute_command("TIME")
-                self._set_clock(reply, c1, time.monotonic())
+                for _ in range(CLOCK_SAMPLES):
+                    c1 = time.monotonic()
+                    reply = client.execute_command("TIME")
+                    self._set_clock(reply, c1, time.monotonic())
         except Exception:
             pass  # no offset: the deadline falls back to retry_after - 1 seconds
         finally:
@@ -408,9 +413,10 @@ class DenyCache:
     async def _measure_async(self, client: Any) -> None:
         try:
             if not _is_cluster(client):
-                c1 = time.monotonic()
-                reply = await client.execute_command("TIME")
-                self._set_clock(reply, c1, time.monotonic())
+                for _ in range(CLOCK_SAMPLES):
+                    c1 = time.monotonic()
+                    reply = await client.execute_command("TIME")
+                    self._set_clock(reply, c1, time.monotonic())
         except Exception:
             pass
         finally:
@@ -422,7 +428,7 @@ class DenyCache:
         with self._lock:
             old = self._clock
             # Keep the narrower of the two while the old one is young.
-            if old is None or (clock.hi - clock.lo) <= (old.hi - old.lo) * 1.5 or (
+            if old is None or (clock.hi - clock.lo) <= (old.hi - old.lo) or (
                     c2 - old.at >= self.clock_refresh):
                 self._clock = clock
 

@@ -374,7 +374,8 @@ def _flood_sync(port: int, prefix: str, cached: bool) -> tuple[list[Any], int, A
             slot = t + i * THREADS
             spin_until(start + SPAN * slot / REQUESTS)
             sent = time.monotonic()
-            out[slot] = (limiter.check_limits("flood", SECONDS_LIMITS).allowed, sent)
+            out[slot] = (limiter.check_limits("flood", SECONDS_LIMITS).allowed, sent,
+                         time.monotonic())
 
     threads = [threading.Thread(target=worker, args=(t,)) for t in range(THREADS)]
     for t in threads:
@@ -403,7 +404,8 @@ def _flood_async(port: int, prefix: str, cached: bool) -> tuple[list[Any], int, 
                 if pause > 0:
                     await asyncio.sleep(pause)
                 sent = time.monotonic()
-                out[slot] = ((await limiter.check_limits("flood", SECONDS_LIMITS)).allowed, sent)
+                allowed = (await limiter.check_limits("flood", SECONDS_LIMITS)).allowed
+                out[slot] = (allowed, sent, time.monotonic())
 
         await asyncio.gather(*(task(t) for t in range(THREADS)))
         await client.aclose()
@@ -421,8 +423,8 @@ def test_flood_reaches_redis_once_per_interval(
     cached, calls_cached, stats, off_c = flood(redis_server.port, prefix + "c:", True)
     plain, calls_plain, _, off_p = flood(redis_server.port, prefix + "p:", False)
     assert calls_plain == REQUESTS  # without the cache: every request reaches Redis
-    allowed_c = sum(a for a, _ in cached)
-    allowed_p = sum(a for a, _ in plain)
+    allowed_c = sum(a for a, _, _ in cached)
+    allowed_p = sum(a for a, _, _ in plain)
     refused_calls = calls_cached - allowed_c
     # At most one refused call per cached interval: each refusal that reached Redis began
     # one. The intervals: those of the requests sent together before the first answer
@@ -433,15 +435,17 @@ def test_flood_reaches_redis_once_per_interval(
     seconds = int(SPAN) + 1  # the server seconds the flood touches
     assert stats.stored <= THREADS + 25 * seconds, stats
     # Request for request: the same answer, except among the first requests of a server
-    # second (which ten of them are allowed depends on the two runs' timing).
-    def near_start(sent: float, off: float) -> bool:
-        within = (sent * 1000 + off) % 1000
-        return within < 300 or within > 995
+    # second (which ten of them are allowed depends on the two runs' timing): the server
+    # decided between the send and the answer, and that span began within the first
+    # 300 ms of a second or crossed into the next.
+    def near_start(sent_done: tuple[float, float], off: float) -> bool:
+        sent, done = (t * 1000 + off for t in sent_done)
+        return sent % 1000 < 300 or sent % 1000 > 995 or sent // 1000 != done // 1000
 
     differ = [i for i in range(REQUESTS) if cached[i][0] != plain[i][0]]
     unexplained = [i for i in differ
-                   if not (near_start(cached[i][1], off_c) or near_start(plain[i][1], off_p))]
-    lag_p = max(s for _, s in plain) - min(s for _, s in plain)
+                   if not (near_start(cached[i][1:], off_c) or near_start(plain[i][1:], off_p))]
+    lag_p = max(s for _, s, _ in plain) - min(s for _, s, _ in plain)
     figures.append(f"{kind}: Redis CHECK calls {calls_cached} with the cache (allowed "
                    f"{allowed_c}, refused {refused_calls}, entries stored {stats.stored}, "
                    f"hits {stats.hits}, waits {stats.waits}), {calls_plain} without "
@@ -449,3 +453,19 @@ def test_flood_reaches_redis_once_per_interval(
                    f"differ, {len(unexplained)} outside a second's first 300 ms")
     assert not unexplained, unexplained[:10]
     assert allowed_c <= 10 * seconds and allowed_p <= 10 * (int(lag_p) + 2)
+
+
+def test_outage_keeps_cached_refusals_then_empties(own_server: RedisServer, prefix: str) -> None:
+    """A cached refusal is Redis's own answer: it holds while Redis is down and nobody
+    has noticed yet; once a call finds the outage, the cache is emptied and bypassed
+    (the circuit answers as without it), since the server may come back without counts."""
+    limiter = SlidingWindowRateLimiter(redis.Redis(port=own_server.port, socket_timeout=0.5),
+                                       prefix=prefix, deny_cache=True, probe_interval=0.2)
+    assert limiter.check("a", 1, 60).allowed
+    assert not limiter.check("a", 1, 60).allowed
+    own_server.stop()
+    assert not limiter.check("a", 1, 60).degraded  # from the cache
+    assert limiter.check("b", 1, 60).degraded  # reaches the circuit: an outage
+    got = limiter.check("a", 1, 60)
+    assert got.degraded and got.allowed  # fail-open, as without the cache
+    assert limiter.deny_cache is not None and len(limiter.deny_cache) == 0

@@ -522,8 +522,13 @@ def attach(limiter: Any, deny_cache: DenyCacheArg) -> None:
         limiter.deny_cache = DenyCache()
 
 
-def applies(cache: Optional[DenyCache], args: Sequence[Any]) -> Optional[Spec]:
-    """The limiters' hook: the Spec when `cache` is to see this call, else None."""
+def applies(cache: Optional[DenyCache], args: Sequence[Any], circuit: Any) -> Optional[Spec]:
+    """The limiters' hook: the Spec when `cache` is to see this call, else None. During an
+    outage the cache is emptied and bypassed: the circuit answers as without it, and a
+    server that comes back may have lost its counts."""
     if cache is None or _bypass.get():
+        return None
+    if circuit.down:
+        cache.clear()
         return None
     return spec_of(args)

@@ -154,7 +154,7 @@ class SlidingWindowRateLimiter(LimiterBase[SyncClient]):
         return self.wait(client_id, limit, window, timeout=timeout, cost=cost, ms=ms).allowed
 
     def _run(self, command: Command[T]) -> T:
-        spec = deny_cache.applies(self.deny_cache, command.args)
+        spec = deny_cache.applies(self.deny_cache, command.args, self.circuit)
         if spec is not None and self.deny_cache is not None:
             return self.deny_cache.run_sync(spec, command, self._call, self.redis)
         return self._call(command)

@@ -98,8 +98,9 @@ lint: ## cargo fmt --check, clippy -D warnings, mypy --strict on the Python clie
 bench-deps: ## The benchmark's Python tools (bench/requirements.txt)
 	$(PYTHON) -m pip install -q -r bench/requirements.txt
 
-bench: build bench-deps ## Server time, throughput, latency and memory against INCR, SET and the seed script
+bench: build bench-deps ## Server time, throughput, latency and memory against INCR, SET and the seed script; the gateway flood (deny cache on/off)
 	$(PYTHON) bench/bench.py $(BENCH_ARGS)
+	$(PYTHON) bench/gateway_flood.py
 
 bench-quick: build bench-deps ## The same benchmark, small: runs in CI so it cannot rot
 	$(PYTHON) bench/bench.py --quick $(BENCH_ARGS)

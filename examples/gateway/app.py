@@ -8,6 +8,7 @@ Configured by environment variables:
     TRUSTED_PROXIES  comma-separated networks of the proxies in front of the app, whose
                      X-Forwarded-For is believed (default: none, so it is ignored)
     FAIL_OPEN        1 (default) lets requests through while Redis is down; 0 answers 503
+    DENY_CACHE       1 (default) answers known refusals locally (slidingwindow.deny_cache); 0 off
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ CLUSTER = os.environ.get("REDIS_CLUSTER", "0") == "1"
 TRUSTED = [n.strip() for n in os.environ.get("TRUSTED_PROXIES", "").split(",")
            if n.strip()]
 FAIL_OPEN = os.environ.get("FAIL_OPEN", "1") != "0"
+DENY_CACHE = os.environ.get("DENY_CACHE", "1") != "0"  # 0: every refusal asks Redis
 
 POLICIES: dict[str, Policy | None] = {
     # Everything under /api: 5 requests per 10 s, per API key (or per address).
@@ -87,6 +89,7 @@ app = Starlette(
             limiter=limiter,
             policies=POLICIES,
             identity=ScopeIdentity(TRUSTED, api_key=header_api_key("X-API-Key", API_KEYS.__contains__)),
+            deny_cache=DENY_CACHE,
         )
     ],
     lifespan=lifespan,

@@ -10,6 +10,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Callable, Generic, Optional, Sequence, TypeVar, Union
 
+from .deny_cache import DenyCacheArg, make as make_deny_cache
 from .failure import Circuit, ErrorHook, Gate
 from .rates import Rate, parse_limits
 from .result import MultiLimitResult, RateLimitResult
@@ -108,6 +109,9 @@ class LimiterBase(Generic[ClientT]):
         error (e.g. to count them).
     probe_interval: during an outage, seconds between two background probes.
     logger: where the outage and recovery lines go (default: logging "slidingwindow").
+    deny_cache: remember refusals until Redis could first allow them, and answer them
+        without Redis (`slidingwindow.deny_cache`): True for a default `DenyCache`, or
+        one; off by default here, on by default in the middlewares.
     """
 
     def __init__(
@@ -119,8 +123,10 @@ class LimiterBase(Generic[ClientT]):
         on_error: Optional[ErrorHook] = None,
         probe_interval: float = 1.0,
         logger: Optional[logging.Logger] = None,
+        deny_cache: DenyCacheArg = False,
     ) -> None:
         self.redis = redis_client
+        self.deny_cache = make_deny_cache(deny_cache)
         self.prefix = prefix
         self.circuit = Circuit(fail_open, on_error, probe_interval, logger)
 

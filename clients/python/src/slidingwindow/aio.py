@@ -11,6 +11,7 @@ import time
 from typing import Any, Optional, Protocol, Sequence
 
 from ._core import CHECK, PEEK, REFUND, Command, LimiterBase, Limits, T, pause_before_retry
+from . import deny_cache
 from .probe import probe_async
 from .result import MultiLimitResult, RateLimitResult
 
@@ -134,6 +135,12 @@ class AsyncSlidingWindowRateLimiter(LimiterBase[AsyncClient]):
         return result.allowed
 
     async def _run(self, command: Command[T]) -> T:
+        spec = deny_cache.applies(self.deny_cache, command.args, self.circuit)
+        if spec is not None and self.deny_cache is not None:
+            return await self.deny_cache.run_async(spec, command, self._call, self.redis)
+        return await self._call(command)
+
+    async def _call(self, command: Command[T]) -> T:
         answer = self._gate(command)
         if answer is not None:
             return answer

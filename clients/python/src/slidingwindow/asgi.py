@@ -60,8 +60,9 @@ class RateLimitMiddleware(MiddlewareBase[ASGIApp, AsyncSlidingWindowRateLimiter]
         if inspect.isawaitable(who):
             who = await who
         client_id = self.guard.client_id(policy, who)
-        result = await self.limiter.check_limits(
-            client_id, policy.limits, cost=policy.cost, ms=policy.ms)
+        with self.cache_scope():
+            result = await self.limiter.check_limits(
+                client_id, policy.limits, cost=policy.cost, ms=policy.ms)
         refusal, headers = self.guard.verdict(scope, policy, who, result)
         if refusal is not None:
             await send({"type": "http.response.start", "status": refusal.status,

@@ -3,10 +3,13 @@ decision becomes (a refusal to send, or headers to add)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from dataclasses import dataclass
-from typing import Any, Callable, Generic, Optional, TypeVar
+from typing import Any, Callable, ContextManager, Generic, Optional, TypeVar
+
+from . import deny_cache as deny
 
 from .headers import limits_headers
 from .http_identity import IdentityFn, ScopeIdentity
@@ -157,7 +160,14 @@ LimiterT = TypeVar("LimiterT")
 
 
 class MiddlewareBase(Generic[AppT, LimiterT]):
-    """The constructor both middlewares share; see `Guard` for `shadow` and `on_refusal`."""
+    """The constructor both middlewares share; see `Guard` for `shadow` and `on_refusal`.
+
+    deny_cache: True (default) gives the limiter a default `DenyCache` unless it has one
+        (refusals answered without Redis until Redis could allow them: see
+        `slidingwindow.deny_cache`); a `DenyCache` sets that one on the limiter; False
+        leaves the limiter as it is and this middleware's calls bypass any cache. Shadow
+        mode always bypasses it.
+    """
 
     def __init__(
         self,
@@ -169,10 +179,18 @@ class MiddlewareBase(Generic[AppT, LimiterT]):
         shadow: bool = False,
         on_refusal: Optional[RefusalHook] = None,
         logger: Optional[logging.Logger] = None,
+        deny_cache: deny.DenyCacheArg = True,
     ) -> None:
         self.app = app
         self.limiter = limiter
         self.guard = Guard(policies, identity, shadow, on_refusal, logger)
+        if deny_cache and not shadow:
+            deny.attach(limiter, deny_cache)
+        self._bypass = shadow or not deny_cache
+
+    def cache_scope(self) -> ContextManager[None]:
+        """Around the middleware's CHECK: bypasses the deny cache when it is not to be used."""
+        return deny.bypass() if self._bypass else contextlib.nullcontext()
 
     def policy_for(self, path: str) -> Optional[Policy]:
         return self.guard.policy_for(path)

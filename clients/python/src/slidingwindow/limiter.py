@@ -7,6 +7,7 @@ import time
 from typing import Any, Optional, Protocol, Sequence
 
 from ._core import CHECK, PEEK, REFUND, Command, LimiterBase, Limits, T, pause_before_retry
+from . import deny_cache
 from .probe import probe_sync
 from .result import MultiLimitResult, RateLimitResult
 
@@ -153,6 +154,12 @@ class SlidingWindowRateLimiter(LimiterBase[SyncClient]):
         return self.wait(client_id, limit, window, timeout=timeout, cost=cost, ms=ms).allowed
 
     def _run(self, command: Command[T]) -> T:
+        spec = deny_cache.applies(self.deny_cache, command.args, self.circuit)
+        if spec is not None and self.deny_cache is not None:
+            return self.deny_cache.run_sync(spec, command, self._call, self.redis)
+        return self._call(command)
+
+    def _call(self, command: Command[T]) -> T:
         answer = self._gate(command)
         if answer is not None:
             return answer

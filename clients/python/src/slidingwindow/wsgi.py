@@ -64,8 +64,9 @@ class RateLimitWSGIMiddleware(MiddlewareBase[WSGIApp, SlidingWindowRateLimiter])
         if not isinstance(who, str):
             raise TypeError(f"a WSGI identity function must return a str, got {who!r}")
         client_id = self.guard.client_id(policy, who)
-        result = self.limiter.check_limits(
-            client_id, policy.limits, cost=policy.cost, ms=policy.ms)
+        with self.cache_scope():
+            result = self.limiter.check_limits(
+                client_id, policy.limits, cost=policy.cost, ms=policy.ms)
         refusal, headers = self.guard.verdict(environ, policy, who, result)
         if refusal is not None:
             start_response(_status(refusal.status), refusal.headers)

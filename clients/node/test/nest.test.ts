@@ -77,12 +77,13 @@ for (const { name, skip } of kinds(BASE_KINDS)) {
         });
 
         test('sliding, not fixed: a burst across a window boundary is refused (blockDuration 0: the window alone)', async () => {
-          const { url, app } = await nestApp(storage(), [{ ttl: 1000, limit: 4, blockDuration: 0 }]);
+          const { url, app } = await nestApp(storage(), [{ ttl: 2000, limit: 4, blockDuration: 0 }]);
           try {
-            await intoWindow(1000, 800);
+            await intoWindow(2000, 1400);
             assert.deepEqual(await statuses(url, 4), [200, 200, 200, 200]);
-            // Just past the boundary the previous 4 still weigh floor(4 x 0.95) = 3: one more passes.
-            await intoWindow(1000, 50);
+            // Just past the boundary the previous 4 still weigh floor(4 x 0.95) = 3 (still 3 up to
+            // 500 ms in: slack for a loaded machine): one more passes.
+            await intoWindow(2000, 100);
             assert.deepEqual(await statuses(url, 3), [200, 429, 429]);
           } finally {
             await app.close();
@@ -91,15 +92,18 @@ for (const { name, skip } of kinds(BASE_KINDS)) {
 
         test('blockDuration: a refused key stays refused for blockDuration after the window allows again, then counts afresh', async () => {
           const s = storage();
-          const { url, app } = await nestApp(s, [{ ttl: 300, limit: 2, blockDuration: 1500 }]);
+          const { url, app } = await nestApp(s, [{ ttl: 300, limit: 2, blockDuration: 3000 }]);
           try {
             assert.deepEqual(await statuses(url, 3), [200, 200, 429]);
             const blockedAt = Date.now();
             await sleep(800); // two windows later: the window alone would allow
             const during = await fetch(url);
-            assert.equal(during.status, 429);
-            assert.equal(during.headers.get('retry-after'), '1', 'ceil of the block key\'s PTTL (about 700 ms)');
-            await sleep(Math.max(0, blockedAt + 1600 - Date.now()));
+            if (Date.now() - blockedAt < 2800) { // a machine stalled for 2 s proves nothing here
+              assert.equal(during.status, 429);
+              const retry = Number(during.headers.get('retry-after'));
+              assert.ok(retry >= 1 && retry <= 3, `Retry-After ${retry}: ceil of the block key's PTTL (about 2.2 s)`);
+            }
+            await sleep(Math.max(0, blockedAt + 3100 - Date.now()));
             // the blocked requests were not counted: the full limit again
             assert.deepEqual(await statuses(url, 3), [200, 200, 429]);
           } finally {

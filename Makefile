@@ -98,9 +98,15 @@ lint: ## cargo fmt --check, clippy -D warnings, mypy --strict on the Python clie
 bench-deps: ## The benchmark's Python tools (bench/requirements.txt)
 	$(PYTHON) -m pip install -q -r bench/requirements.txt
 
-bench: build bench-deps ## Server time, throughput, latency and memory against INCR, SET and the seed script; the gateway flood (deny cache on/off)
+bench: build bench-deps ## Server time, throughput, latency and memory against INCR, SET and the seed script; the gateway flood (deny cache on/off); the Node stores
 	$(PYTHON) bench/bench.py $(BENCH_ARGS)
 	$(PYTHON) bench/gateway_flood.py
+	$(MAKE) bench-node
+
+.PHONY: bench-node
+bench-node: build ## Node: Express req/s and Redis server time per request, our store vs rate-limit-redis -> bench/results/node.*
+	@command -v npm >/dev/null || { echo "npm is missing: install Node.js 18+ (with npm)"; exit 1; }
+	cd clients/node && npm ci --no-audit --no-fund && npm run bench
 
 bench-quick: build bench-deps ## The same benchmark, small: runs in CI so it cannot rot
 	$(PYTHON) bench/bench.py --quick $(BENCH_ARGS)

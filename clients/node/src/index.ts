@@ -14,3 +14,5 @@ export { SlidingWindowStore } from './stores/express';
 export type { ExpressStoreOptions } from './stores/express';
 export { fastifyStore } from './stores/fastify';
 export type { FastifyStoreOptions, FastifyRateLimitStore } from './stores/fastify';
+export { SlidingWindowThrottlerStorage } from './stores/nest';
+export type { NestStorageOptions, ThrottlerStorageRecord } from './stores/nest';

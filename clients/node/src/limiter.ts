@@ -179,8 +179,19 @@ export class SlidingWindowRateLimiter {
     }
   }
 
+  /**
+   * One plain command (name first) through the adapter, routed by `key`, with the limiter's
+   * timeout but outside the circuit: for the stores' companion keys (the Nest block key).
+   */
+  command(key: string, args: readonly string[], readonly = false): Promise<unknown> {
+    return this.timed(this.adapter.send(key, args, readonly));
+  }
+
   private send(key: string, op: Op, args: string[]): Promise<unknown> {
-    const call = this.dispatch(key, op, args);
+    return this.timed(this.dispatch(key, op, args));
+  }
+
+  private timed(call: Promise<unknown>): Promise<unknown> {
     if (!(this.timeoutMs > 0) || !Number.isFinite(this.timeoutMs)) return call;
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<never>((_, reject) => {

@@ -134,6 +134,67 @@ for (const { name, skip } of kinds(BASE_KINDS)) {
           }
         });
 
+        test('express-rate-limit: draft-6 and draft-7 headers', async () => {
+          for (const draft of ['draft-6', 'draft-7'] as const) {
+            const app = express();
+            app.use(rateLimit({ windowMs: 60000, limit: 5, standardHeaders: draft, legacyHeaders: false,
+              store: new SlidingWindowStore({ client: handle.client, prefix: `e${seq++}:` }) }));
+            app.get('/', (_req, res) => { res.send('ok'); });
+            const http = await listen(app);
+            try {
+              const first = await fetch(http.url);
+              assert.equal(first.status, 200);
+              assert.equal(first.headers.get('ratelimit-policy'), '5;w=60', draft);
+              assert.equal(first.headers.get('x-ratelimit-limit'), null);
+              if (draft === 'draft-6') {
+                assert.equal(first.headers.get('ratelimit-limit'), '5');
+                assert.equal(first.headers.get('ratelimit-remaining'), '4');
+                const reset = Number(first.headers.get('ratelimit-reset'));
+                assert.ok(reset >= 1 && reset <= 120, `RateLimit-Reset ${reset}`);
+              } else {
+                assert.match(first.headers.get('ratelimit') ?? '', /^limit=5, remaining=4, reset=\d+$/);
+              }
+              assert.deepEqual(await statuses(http.url, 5), [200, 200, 200, 200, 429]);
+            } finally {
+              await http.close();
+            }
+          }
+        });
+
+        test('express-rate-limit with a limit function: counted under maxLimit, refused requests count too (documented)', async () => {
+          const app = express();
+          app.use(rateLimit({ windowMs: 60000, limit: (req) => (req.path === '/low' ? 2 : 4),
+            store: new SlidingWindowStore({ client: handle.client, prefix: `e${seq++}:` }) }));
+          app.get('/low', (_req, res) => { res.send('low'); });
+          app.get('/high', (_req, res) => { res.send('high'); });
+          const http = await listen(app);
+          try {
+            assert.deepEqual(await statuses(`${http.url}/low`, 3), [200, 200, 429]);
+            // the same key (the IP) holds 3 now, the refused one included: one more under 4
+            assert.deepEqual(await statuses(`${http.url}/high`, 2), [200, 429]);
+          } finally {
+            await http.close();
+          }
+        });
+
+        test('@fastify/rate-limit store: read is a PEEK (counts nothing), incr counts', async () => {
+          const Store = fastifyStore({ client: handle.client, prefix: `f${seq++}:` });
+          const store = new Store();
+          const call = (fn: 'incr' | 'read'): Promise<{ current: number; ttl: number }> => new Promise((ok, fail) => {
+            store[fn]('k', (err, r) => { if (err !== null) fail(err); else ok(r!); }, 60000, 3);
+          });
+          assert.equal((await call('read')).current, 0);
+          assert.equal((await call('incr')).current, 1);
+          assert.equal((await call('incr')).current, 2);
+          const read = await call('read');
+          assert.equal(read.current, 2);
+          assert.ok(read.ttl > 0 && read.ttl <= 120000, `ttl ${read.ttl}`);
+          assert.equal((await call('read')).current, 2, 'a read counts nothing');
+          assert.equal((await call('incr')).current, 3);
+          assert.equal((await call('incr')).current, 4, 'refused: max + 1');
+          assert.equal((await call('read')).current, 3, 'the refused incr was not counted');
+        });
+
         test('express-rate-limit with sendCommand', { skip: lib !== 'node-redis' }, async () => {
           const client = handle.client as { sendCommand(args: string[]): Promise<unknown> };
           const app = express();

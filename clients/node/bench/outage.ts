@@ -1,0 +1,88 @@
+/**
+ * The outage table of the README, measured: `npm run bench:outage` (after `npm run build`).
+ *
+ * For ioredis and node-redis, each the user's own client at its library's defaults, and the
+ * limiter at its defaults (timeoutMs 500, probeIntervalMs 1000, fail-open), on a real
+ * server with the module: the server stopped (connections refused) or frozen (SIGSTOP);
+ * the time of the first failed call, then 1,000 sequential calls (all answered without
+ * Redis) and their total time; then the server back (started again on its port, or
+ * SIGCONT) and the time until a call is limited by Redis again (a CHECK that is not degraded).
+ * Writes bench/results/node-outage.md and prints it.
+ */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { execFileSync } from 'node:child_process';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { SlidingWindowRateLimiter } from '../src';
+import { connect, type Lib } from '../test/helpers/clients';
+import { REPO, startServer, type KindName } from '../test/helpers/servers';
+
+const KIND = (process.env.SW_NODE_KINDS?.split(',')[0] ?? 'redis7') as KindName;
+const CALLS = 1000;
+const quiet = { warn: () => undefined, error: () => undefined };
+
+interface Row { lib: Lib; state: 'stopped' | 'frozen'; firstMs: number; allMs: number; allOpen: boolean; backMs: number; probes: number }
+
+async function measure(lib: Lib, state: Row['state']): Promise<Row> {
+  const server = await startServer(KIND);
+  const handle = await connect(lib, server.port);
+  const limiter = new SlidingWindowRateLimiter(handle.client, { prefix: `outage:${lib}:${state}:`, logger: quiet });
+  try {
+    for (let i = 0; i < 10; i++) await limiter.check('k', 1000000, 60);
+    if (state === 'stopped') await server.stop(); else server.pause();
+    await sleep(50);
+    let t = performance.now();
+    const first = await limiter.check('k', 1000000, 60);
+    const firstMs = performance.now() - t;
+    if (!first.degraded) throw new Error(`${lib} ${state}: the first call was answered by Redis`);
+    t = performance.now();
+    let allOpen = true;
+    for (let i = 0; i < CALLS; i++) {
+      const r = await limiter.check('k', 1000000, 60);
+      allOpen &&= r.allowed && r.degraded;
+    }
+    const allMs = performance.now() - t;
+    await sleep(1500); // an outage that lasts a while: the probes keep failing
+    if (state === 'stopped') await server.start(); else server.resume();
+    t = performance.now();
+    let backMs = Number.NaN;
+    while (performance.now() - t < 15000) {
+      const r = await limiter.check('k', 1000000, 60);
+      if (!r.degraded) { backMs = performance.now() - t; break; }
+      await sleep(5);
+    }
+    return { lib, state, firstMs, allMs, allOpen, backMs, probes: limiter.circuit.probes };
+  } finally {
+    await handle.close();
+    await server.cleanup();
+  }
+}
+
+async function main(): Promise<void> {
+  const rows: Row[] = [];
+  for (const lib of ['ioredis', 'node-redis'] as Lib[]) {
+    for (const state of ['stopped', 'frozen'] as const) {
+      const row = await measure(lib, state);
+      console.error(JSON.stringify(row));
+      rows.push(row);
+    }
+  }
+  const version = (name: string): string => (require(`${name}/package.json`) as { version: string }).version;
+  let commit = 'unknown';
+  try { commit = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim(); } catch { /* not a checkout */ }
+  const lines = [
+    `Measured by \`npm run bench:outage\` at ${commit} on ${KIND}, ioredis ${version('ioredis')} and redis (node-redis) ${version('redis')} at their defaults, the limiter at its defaults (timeoutMs 500, probeIntervalMs 1000, fail-open):`,
+    '',
+    `| client | server | first failed call | the next ${CALLS.toLocaleString('en')} calls (all) | all allowed, degraded | limiting back after the server was | probes |`,
+    '|---|---|---|---|---|---|---|',
+    ...rows.map((r) => `| ${r.lib} | ${r.state === 'stopped' ? 'stopped (refused)' : 'frozen (SIGSTOP)'} | ${r.firstMs.toFixed(0)} ms | ${r.allMs.toFixed(1)} ms | ${r.allOpen ? 'yes' : 'NO'} | ${(r.backMs / 1000).toFixed(2)} s | ${r.probes} |`),
+    '',
+  ];
+  const text = lines.join('\n');
+  const dir = join(REPO, 'bench', 'results');
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(join(dir, 'node-outage.md'), text);
+  console.log(text);
+}
+
+main().then(() => process.exit(0), (err: unknown) => { console.error(err); process.exit(1); });

@@ -10,6 +10,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Callable, Generic, Optional, Sequence, TypeVar, Union
 
+from .backend import Backend
 from .failure import Circuit, ErrorHook, Gate
 from .rates import Rate, parse_limits
 from .result import MultiLimitResult, RateLimitResult
@@ -108,6 +109,9 @@ class LimiterBase(Generic[ClientT]):
         error (e.g. to count them).
     probe_interval: during an outage, seconds between two background probes.
     logger: where the outage and recovery lines go (default: logging "slidingwindow").
+    backend: "auto" (default): the module's commands where the server has the module,
+        else the Functions library (loaded when missing, if this user may); "module" or
+        "lua" forces one (see slidingwindow.backend).
     """
 
     def __init__(
@@ -119,7 +123,9 @@ class LimiterBase(Generic[ClientT]):
         on_error: Optional[ErrorHook] = None,
         probe_interval: float = 1.0,
         logger: Optional[logging.Logger] = None,
+        backend: str = "auto",
     ) -> None:
+        self.backend = Backend(backend)
         self.redis = redis_client
         self.prefix = prefix
         self.circuit = Circuit(fail_open, on_error, probe_interval, logger)

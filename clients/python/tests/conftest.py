@@ -12,7 +12,8 @@ from typing import Any, Callable, Iterator
 
 import pytest
 import redis
-from slidingwindow_testing import RedisServer
+from slidingwindow_testing import Kind, RedisServer
+from slidingwindow import library
 from slidingwindow.backend import Backend, run_sync
 from slidingwindow_testing.fixtures import (
     cluster,
@@ -44,6 +45,21 @@ def sw(r: redis.Redis) -> Callable[..., Any]:
     takes it: the module's command, or the library's function where it has no module."""
     backend = Backend("auto")
     return lambda *args: run_sync(r, backend.steps(args))
+
+
+@pytest.fixture
+def check_cmdstat(redis_server: RedisServer, server_kind: Kind) -> str:
+    """The INFO commandstats entry a CHECK is counted under on this server: the module's
+    command, FCALL (the library loaded here) or EVALSHA (Redis 6.2, the script cached
+    here), so a count of calls is one per CHECK whichever code answers."""
+    if server_kind.module:
+        return "cmdstat_slidingwindow.check"
+    with redis.Redis(port=redis_server.port) as admin:
+        if server_kind.name == "redis62":
+            admin.script_load(library.BODY)
+            return "cmdstat_evalsha"
+        library.load(admin)
+    return "cmdstat_fcall"
 
 
 @pytest.fixture

@@ -18,7 +18,12 @@ import pytest
 import redis
 import redis.asyncio
 
-from slidingwindow import AsyncSlidingWindowRateLimiter, SlidingWindowRateLimiter, connect
+from slidingwindow import (
+    AsyncSlidingWindowRateLimiter,
+    SlidingWindowRateLimiter,
+    connect,
+    connect_async,
+)
 from slidingwindow import library
 from slidingwindow.backend import LibraryNotLoadedError, Mode
 from slidingwindow_testing import Kind, RedisClusterProcs, RedisServer
@@ -232,6 +237,22 @@ def test_cluster_loads_every_primary_and_again_after_flush(
     assert sum(len(n.keys(f"{prefix}*")) for n in nodes) == 20
     assert all(n.keys(f"{prefix}*") for n in nodes)  # spread over the three
     assert not limiter.circuit.down
+    client.close()
+
+    async def scenario() -> None:  # the asyncio cluster client: the same, from a fresh node
+        if has_functions(server_kind):
+            nodes[2].execute_command("FUNCTION", "FLUSH")  # type: ignore[no-untyped-call]
+        else:
+            nodes[2].script_flush()
+        aclient = connect_async(cluster.url, cluster=True)
+        alimiter = AsyncSlidingWindowRateLimiter(aclient, prefix=prefix)
+        assert [(await alimiter.is_allowed(c, 2, 60))[0] for c in ids] == [True] * 20
+        if has_functions(server_kind):
+            assert [n.fcall_ro("slidingwindow_version", 0) for n in nodes] == [
+                library.VERSION.encode()] * 3
+        assert not alimiter.circuit.down
+        await aclient.aclose()
+
+    asyncio.run(scenario())
     for n in nodes:
         n.close()
-    client.close()

@@ -198,6 +198,7 @@ class Backend:
 
 
 def _as_list(reply: Any) -> list[Any]:
+    """One reply per node: redis-py answers a dict {node name: reply} for several nodes."""
     return list(reply.values()) if isinstance(reply, dict) else [reply]
 
 
@@ -209,7 +210,7 @@ def send_sync(client: Any, send: Send) -> Any:
             return cluster.execute_command(*send.args, target_nodes=node)
         if send.target == "primaries":
             return _as_list(cluster.execute_command(
-                *send.args, target_nodes=redis.cluster.RedisCluster.PRIMARIES))
+                *send.args, target_nodes=cluster.get_primaries()))
     reply = client.execute_command(*send.args)
     return [reply] if send.target == "primaries" else reply
 
@@ -220,8 +221,10 @@ async def send_async(client: Any, send: Send) -> Any:
             node = client.get_node_from_key(str(send.key))
             return await client.execute_command(*send.args, target_nodes=node)
         if send.target == "primaries":
+            # A list of nodes: redis.asyncio's cluster routes FUNCTION by its own policy
+            # (and FCALL_RO with no key to one random node) when given the PRIMARIES flag.
             return _as_list(await client.execute_command(
-                *send.args, target_nodes=redis.asyncio.cluster.RedisCluster.PRIMARIES))
+                *send.args, target_nodes=client.get_primaries()))
     reply = await client.execute_command(*send.args)
     return [reply] if send.target == "primaries" else reply
 

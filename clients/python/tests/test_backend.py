@@ -256,3 +256,20 @@ def test_cluster_loads_every_primary_and_again_after_flush(
     asyncio.run(scenario())
     for n in nodes:
         n.close()
+
+
+def test_the_shipped_library_is_the_repository_file() -> None:
+    """The package's slidingwindow.lua is lua/slidingwindow.lua itself (a link; builds
+    copy its target: checked by building a wheel and an sdist, see the README)."""
+    from pathlib import Path
+
+    from slidingwindow_testing import REPO
+
+    shipped = Path(library.__file__).parent / "slidingwindow.lua"
+    assert shipped.is_symlink()
+    assert shipped.resolve() == (REPO / "lua" / "slidingwindow.lua").resolve()
+    assert library.CODE == (REPO / "lua" / "slidingwindow.lua").read_text()
+    assert library.BODY == library.CODE.split("\n", 1)[1] and library.CODE.startswith("#!lua")
+    assert library.VERSION == "0.2.0"
+    pyproject = (REPO / "clients" / "python" / "pyproject.toml").read_text()
+    assert '"slidingwindow.lua"' in pyproject  # package-data: the wheel carries it

@@ -19,7 +19,8 @@ from limits.errors import ConfigurationError, StorageError
 from limits.storage import RedisStorage, storage_from_string
 from limits.strategies import SlidingWindowCounterRateLimiter
 
-from slidingwindow_testing import RedisClusterProcs, RedisServer
+from slidingwindow_testing import Kind, RedisClusterProcs, RedisServer
+from slidingwindow.backend import Mode
 from slidingwindow._limits_commands import native_uri
 from slidingwindow.limits_storage import (
     AsyncSlidingWindowRedisClusterStorage,
@@ -184,3 +185,22 @@ def test_cluster_many_identities(cluster: RedisClusterProcs) -> None:
 
     asyncio.run(scenario())
     assert sum(len(redis.Redis(port=n.port).keys("ca:*")) for n in cluster.nodes) == 50
+
+
+def test_backend_option(redis_server: RedisServer, server_kind: Kind) -> None:
+    """`backend=` reaches the storage through limits' own options (flask-limiter's
+    storage_options): "module" refuses the library; the default runs what the server has."""
+    uri = f"slidingwindow+redis://127.0.0.1:{redis_server.port}/0"
+    auto = storage_from_string(uri, key_prefix="b")
+    assert auto.acquire_sliding_window_entry("k", 5, 60)
+    assert auto.backend.mode is (Mode.MODULE if server_kind.module else
+                                 Mode.EVAL if server_kind.name == "redis62" else Mode.FUNCTION)
+    forced = storage_from_string(uri, key_prefix="b", backend="module")
+    if server_kind.module:
+        assert forced.acquire_sliding_window_entry("k", 5, 60)
+        assert forced.get_sliding_window("k", 60)[2] == 2
+    else:
+        with pytest.raises(redis.ResponseError, match="unknown command"):
+            forced.acquire_sliding_window_entry("k", 5, 60)
+    with pytest.raises(ValueError, match="backend="):
+        storage_from_string(uri, backend="nope")

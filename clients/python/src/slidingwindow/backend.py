@@ -11,11 +11,13 @@ with `EVALSHA` (falling back to `EVAL` on `NOSCRIPT`) where the server has no FU
 
 Detection runs once per limiter, in its first call, and its answer is kept: after that a
 call is one command, as before. With "auto" the first call is the module's command
-itself, so a server with the module pays nothing for detection. Only these errors make
-the limiter look again, inside the same call, which then goes through:
-- the module's command is unknown (a failover or restart onto a server without it);
-- `Function not found` (FUNCTION FLUSH; a failover or restart onto a node without it);
-- an older library than this package's (`slidingwindow_version`): it is replaced.
+itself, so a server with the module pays nothing for detection. Looking for the library
+reads its `slidingwindow_version` (on every primary of a cluster) and replaces one older
+than this package's; a newer one is kept. Only these errors make the limiter look again,
+inside the same call, which then goes through:
+- with "auto", the module's command is unknown (a failover or restart onto a server
+  without it);
+- `Function not found` (FUNCTION FLUSH; a failover or restart onto a node without it).
 `NOSCRIPT` (SCRIPT FLUSH, restart) is answered by sending the body with `EVAL` once.
 None of them is an outage: the circuit never sees them.
 

@@ -90,7 +90,7 @@ class RedisServer:
                 except redis.BusyLoadingError:
                     if loading_ok:
                         return
-                except redis.ConnectionError:
+                except (redis.ConnectionError, redis.TimeoutError):  # not up, or slow to start on a loaded machine
                     pass
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"{self.binary} did not answer: {self.log()}")

@@ -90,8 +90,8 @@ class RedisServer:
                 except redis.BusyLoadingError:
                     if loading_ok:
                         return
-                except (redis.ConnectionError, redis.TimeoutError):  # not up, or slow to start on a loaded machine
-                    pass
+                except (redis.ConnectionError, redis.TimeoutError):
+                    pass  # not up yet, or slow to answer on a loaded machine
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"{self.binary} did not answer: {self.log()}")
                 time.sleep(0.02)

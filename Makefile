@@ -85,9 +85,13 @@ test-node: build ## The Node client (clients/node): npm ci from the lockfile, th
 	@command -v npm >/dev/null || { echo "npm is missing: install Node.js 18+ (with npm)"; exit 1; }
 	cd clients/node && npm ci --no-audit --no-fund && npm test
 
-test-limits: ## The limits storage: flask-limiter/slowapi examples, limits' own tests (sdist) on every server
+# limits' own tests: on the four servers with the module, and through the Functions
+# library on servers without it (managed Redis 7 and Valkey 9, Redis 6.2's EVALSHA, a
+# managed Redis 7 cluster). All of LIBRARY_KINDS: LIMITS_SERVERS=... (testing/python).
+LIMITS_SERVERS ?= redis7,redis8,valkey8,valkey9,redis7-managed,valkey9-managed,redis62
+test-limits: ## The limits storage: flask-limiter/slowapi examples, limits' own tests (sdist) on every server, module and library
 	$(PYTHON) -m pytest -q examples/limits
-	$(PYTHON) clients/python/limits_suite/run.py -q --sw-cluster $(LIMITS_ARGS)
+	$(PYTHON) clients/python/limits_suite/run.py -q --sw-servers $(LIMITS_SERVERS) --sw-cluster --sw-clusters cluster-redis7-managed $(LIMITS_ARGS)
 
 lint: ## cargo fmt --check, clippy -D warnings, mypy --strict on the Python client, tsc --noEmit on the Node client
 	cargo fmt --all -- --check

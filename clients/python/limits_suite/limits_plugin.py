@@ -8,7 +8,8 @@ storages that expect docker-compose servers. Without editing their files, this p
 - replaces those dicts with our storage URIs before their test modules import the
   marks, and rebuilds the marks the same way tests/utils.py builds them;
 - provides the servers behind the URIs: real redis-server / valkey-server processes with
-  the module, on free loopback ports, as lazy fixtures (pytest-lazy-fixtures resolves a
+  the module (or, for the LIBRARY_KINDS such as `redis7-managed` and `redis62`, without
+  it: the storage's default backend runs the Functions library), on free loopback ports, as lazy fixtures (pytest-lazy-fixtures resolves a
   `lf()` inside the parameters) that flush the database before each test, as their
   fixtures do;
 - keeps out, by name, the tests listed in DESELECTED (with the reason);
@@ -27,10 +28,13 @@ import redis
 from pytest_lazy_fixtures import lf
 
 import slidingwindow.limits_storage  # noqa: F401  registers our schemes, as a user would
-from slidingwindow_testing import KINDS, RedisClusterProcs, RedisServer
+from slidingwindow_testing import ALL_KINDS, KINDS, RedisClusterProcs, RedisServer
 
-SERVER_NAMES = tuple(KINDS)
+SERVER_NAMES = tuple(KINDS)  # the default: the servers with the module
 CLUSTER = "cluster"  # a 3-master Redis 7 cluster, for the sliding window counter tests
+# With --sw-cluster: the same cluster of each kind named here, e.g. cluster-redis7-managed.
+CLUSTER_KINDS = {CLUSTER: KINDS["redis7"], **{
+    f"cluster-{name}": kind for name, kind in ALL_KINDS.items() if not kind.module}}
 ID_PREFIX = "sw-"  # test ids: test_fixed_window[sw-redis7] (short, so `-k Sliding` is the class)
 
 # Tests kept out of the run, by node id (without the parameter): reason and assertion.
@@ -50,17 +54,17 @@ class Servers:
 
     def __init__(self) -> None:
         self.single: dict[str, RedisServer] = {}
-        self.cluster: Optional[RedisClusterProcs] = None
+        self.clusters: dict[str, RedisClusterProcs] = {}
 
     def address(self, name: str) -> str:
         """host:port of a clean server (FLUSHALL first, as limits' own fixtures do)."""
-        if name == CLUSTER:
-            if self.cluster is None:
-                self.cluster = RedisClusterProcs().start()
-            self.cluster.flush()
-            return self.cluster.addresses
+        if name in CLUSTER_KINDS:
+            if name not in self.clusters:
+                self.clusters[name] = RedisClusterProcs(CLUSTER_KINDS[name]).start()
+            self.clusters[name].flush()
+            return self.clusters[name].addresses
         if name not in self.single:
-            kind = KINDS[name]
+            kind = ALL_KINDS[name]
             if kind.located() is None:
                 pytest.fail(f"no {name} server binary ({kind.install}, or set {kind.env})")
             self.single[name] = RedisServer(kind=kind).start()
@@ -72,8 +76,8 @@ class Servers:
     def stop(self) -> None:
         for server in self.single.values():
             server.cleanup()
-        if self.cluster is not None:
-            self.cluster.cleanup()
+        for cluster in self.clusters.values():
+            cluster.cleanup()
 
 
 SERVERS = Servers()
@@ -81,7 +85,7 @@ SERVERS = Servers()
 
 def _uri_fixture(server: str, kind: str) -> Callable[[], Iterator[str]]:
     scheme = ("async+" if kind == "async" else "") + "slidingwindow+redis"
-    if server == CLUSTER:
+    if server in CLUSTER_KINDS:
         scheme += "+cluster"
 
     @pytest.fixture(name=f"slidingwindow_{kind}_{server}")
@@ -91,7 +95,7 @@ def _uri_fixture(server: str, kind: str) -> Callable[[], Iterator[str]]:
     return uri
 
 
-for _server in (*SERVER_NAMES, CLUSTER):
+for _server in (*ALL_KINDS, *CLUSTER_KINDS):
     for _kind in ("sync", "async"):
         globals()[f"_fixture_{_kind}_{_server}"] = _uri_fixture(_server, _kind)
 
@@ -103,18 +107,27 @@ def _param(server: str, kind: str) -> Any:
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--sw-servers", default=",".join(SERVER_NAMES),
-                     help="servers to run limits' tests on: " + ",".join(SERVER_NAMES))
+                     help="servers to run limits' tests on (default: those with the "
+                          "module): " + ",".join(ALL_KINDS))
     parser.addoption("--sw-cluster", action="store_true",
                      help="also run the sliding window counter tests through a 3-master "
-                          "Redis Cluster")
+                          "Redis Cluster (Redis 7 with the module)")
+    parser.addoption("--sw-clusters", default="",
+                     help="more such clusters, without the module: "
+                          + ",".join(n for n in CLUSTER_KINDS if n != CLUSTER))
 
 
 def pytest_configure(config: pytest.Config) -> None:
     """Point limits' storage marks at our URIs, before their test modules import them."""
     servers = [s for s in config.getoption("--sw-servers").split(",") if s]
-    unknown = set(servers) - set(SERVER_NAMES)
+    unknown = set(servers) - set(ALL_KINDS)
     if unknown:
-        raise pytest.UsageError(f"unknown server(s) {sorted(unknown)}: use {SERVER_NAMES}")
+        raise pytest.UsageError(f"unknown server(s) {sorted(unknown)}: use {tuple(ALL_KINDS)}")
+    clusters = [CLUSTER] if config.getoption("--sw-cluster") else []
+    clusters += [c for c in config.getoption("--sw-clusters").split(",") if c]
+    unknown = set(clusters) - set(CLUSTER_KINDS)
+    if unknown:
+        raise pytest.UsageError(f"unknown cluster(s) {sorted(unknown)}: use {tuple(CLUSTER_KINDS)}")
     # limits' sdist: run.py starts `python -m pytest` in it, which puts it first on sys.path.
     import tests.utils as u  # the same module their tests import
 
@@ -123,7 +136,7 @@ def pytest_configure(config: pytest.Config) -> None:
     marks: dict[str, Any] = {}
     for kind, prefix in (("sync", ""), ("async", "async_")):
         every = [_param(s, kind) for s in servers]
-        sliding = every + ([_param(CLUSTER, kind)] if config.getoption("--sw-cluster") else [])
+        sliding = every + [_param(c, kind) for c in clusters]
         storages = {p.id: p for p in every}
         setattr(u, "ALL_STORAGES" if kind == "sync" else "ALL_STORAGES_ASYNC", storages)
         names = "uri, args, fixture"

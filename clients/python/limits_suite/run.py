@@ -3,8 +3,11 @@
 Downloads limits' source distribution once (PyPI, `pip download --no-binary :all:`) into
 target/limits-<version>/, then runs its tests/test_strategy.py and
 tests/aio/test_strategy.py through limits_plugin.py, which points them at our storage
-URIs on servers it starts. Extra arguments go to pytest, for example
-`--sw-servers redis7 -k sliding`.
+URIs on servers it starts: by default the four with the module; `--sw-servers` also takes
+the servers without it (`redis7-managed`, ..., `redis62`), where the storage runs the
+Functions library, and `--sw-clusters cluster-redis7-managed` such a cluster (make
+test-limits runs both kinds). Extra arguments go to pytest, for example
+`--sw-servers redis7,redis62 -k sliding`.
 """
 
 from __future__ import annotations

@@ -1,16 +1,65 @@
-"""Fixtures: real servers with the module, started here and always stopped at teardown."""
+"""Fixtures: real servers with the module, started here and always stopped at teardown.
+
+The test modules in ON_LIBRARY_SERVERS (the module-facing ones) also run on the servers
+without the module (slidingwindow_testing.LIBRARY_KINDS: `<kind>-managed`, redis62),
+where the client's default backend runs the Functions library.
+"""
 
 from __future__ import annotations
 
 import uuid
-from typing import Iterator
+from typing import Any, Callable, Iterator
 
 import pytest
 import redis
-from slidingwindow_testing import RedisServer
-from slidingwindow_testing.fixtures import cluster, own_server, redis_server, seed_lua, server_kind
+from slidingwindow_testing import Kind, RedisServer
+from slidingwindow import library
+from slidingwindow.backend import Backend, run_sync
+from slidingwindow_testing.fixtures import (
+    cluster,
+    own_server,
+    parametrize_library_kinds,
+    redis_server,
+    seed_lua,
+    server_kind,
+)
 
 __all__ = ["cluster", "own_server", "redis_server", "seed_lua", "server_kind"]
+
+
+ON_LIBRARY_SERVERS = {
+    "test_asyncio", "test_backend", "test_headers", "test_limiter", "test_limits_storage",
+    "test_multi_limit", "test_refund",
+}
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest gives server_kind its own params
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if metafunc.module.__name__.rsplit(".", 1)[-1] in ON_LIBRARY_SERVERS:
+        parametrize_library_kinds(metafunc)
+
+
+@pytest.fixture
+def sw(r: redis.Redis) -> Callable[..., Any]:
+    """Sends a module command (`sw("SLIDINGWINDOW.PEEK", key, 10, 60)`) as the server
+    takes it: the module's command, or the library's function where it has no module."""
+    backend = Backend("auto")
+    return lambda *args: run_sync(r, backend.steps(args))
+
+
+@pytest.fixture
+def check_cmdstat(redis_server: RedisServer, server_kind: Kind) -> str:
+    """The INFO commandstats entry a CHECK is counted under on this server: the module's
+    command, FCALL (the library loaded here) or EVALSHA (Redis 6.2, the script cached
+    here), so a count of calls is one per CHECK whichever code answers."""
+    if server_kind.module:
+        return "cmdstat_slidingwindow.check"
+    with redis.Redis(port=redis_server.port) as admin:
+        if server_kind.name == "redis62":
+            admin.script_load(library.BODY)
+            return "cmdstat_evalsha"
+        library.load(admin)
+    return "cmdstat_fcall"
 
 
 @pytest.fixture

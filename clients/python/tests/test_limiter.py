@@ -73,13 +73,16 @@ def test_request_errors_are_raised_even_fail_open(r: redis.Redis, prefix: str) -
 
 
 def test_missing_module_is_an_error_not_an_outage(server_kind: Kind) -> None:
+    """backend="module" where the module is not loaded: its error, raised; the default
+    backend runs the library there instead."""
     server = RedisServer(kind=server_kind, module=False).start()
     plain = redis.Redis(port=server.port)
-    limiter = SlidingWindowRateLimiter(plain)
+    limiter = SlidingWindowRateLimiter(plain, backend="module")
     try:
         with pytest.raises(redis.ResponseError, match="unknown command"):
             limiter.is_allowed("x")
         assert not limiter.circuit.down
+        assert SlidingWindowRateLimiter(plain).is_allowed("x") == (True, 1)
     finally:
         plain.close()
         server.cleanup()

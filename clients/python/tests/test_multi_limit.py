@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import random
 import re
+from typing import Any, Callable
 
 import pytest
 import redis
@@ -69,11 +70,11 @@ def readme_governing(got: MultiLimitResult) -> int:
     return never[0] if never else min(denying, key=lambda i: (-rows[i].retry_after, i))
 
 
-def test_module_takes_max_rates_limits_and_no_more(r: redis.Redis, prefix: str) -> None:
+def test_module_takes_max_rates_limits_and_no_more(sw: Callable[..., Any], prefix: str) -> None:
     """rates.MAX_RATES is the module's MAX_LIMITS: 8 limits answer, a 9th is its ERR."""
-    def call(n: int) -> object:
+    def call(n: int) -> Any:
         extra = [x for w in range(2, n + 1) for x in ("LIMIT", 10, w)]
-        return r.execute_command("SLIDINGWINDOW.PEEK", f"{prefix}max", 10, 1, *extra)
+        return sw("SLIDINGWINDOW.PEEK", f"{prefix}max", 10, 1, *extra)
 
     assert call(MAX_RATES)[0] == 1
     with pytest.raises(redis.ResponseError, match=f"at most {MAX_RATES} limits per call"):
@@ -81,7 +82,7 @@ def test_module_takes_max_rates_limits_and_no_more(r: redis.Redis, prefix: str) 
 
 
 def test_summary_follows_the_governing_rule(limiter: SlidingWindowRateLimiter,
-                                            r: redis.Redis, prefix: str) -> None:
+                                            sw: Callable[..., Any], prefix: str) -> None:
     """Random traffic, 1 to 4 limits: the limit the client reads as governing from the reply
     is the one the module's README rule picks (worked out here from the 7th element), the
     summary's count, limit and remaining are its, and every field matches the raw reply."""
@@ -92,7 +93,7 @@ def test_summary_follows_the_governing_rule(limiter: SlidingWindowRateLimiter,
         pairs = [(rng.randint(0, 6), w) for w in windows]
         cost, now = rng.choice([1, 1, 2, 7]), 1000 + case // 3
         got = limiter.check_limits(f"k{case % 7}", pairs, cost=cost, now=now)
-        raw = r.execute_command(
+        raw = sw(
             "SLIDINGWINDOW.PEEK", f"{prefix}k{case % 7}", pairs[0][0], pairs[0][1], now,
             *[x for p in pairs[1:] for x in ("LIMIT", *p)], "COST", cost, "DETAILS")
         if got.allowed:  # PEEK sees the state after this request was counted
@@ -142,7 +143,7 @@ ITEM = r'"api/(\d+)s";r=(\d+);t=(\d+)'
 
 @pytest.mark.parametrize("stack_name", STACKS)
 def test_middleware_with_several_rates(stack_name: str, redis_server: RedisServer,
-                                       prefix: str) -> None:
+                                       prefix: str, check_cmdstat: str) -> None:
     """2 per hour and 3 per day, one CHECK per request, one key; the headers list both."""
     refused: list[Refusal] = []
     admin = redis.Redis(port=redis_server.port, decode_responses=True)
@@ -151,7 +152,7 @@ def test_middleware_with_several_rates(stack_name: str, redis_server: RedisServe
     with stack(stack_name, redis_server, prefix, {"/": policy}, on_refusal=refused.append) as app:
         responses = [app.get("/") for _ in range(3)]
     assert [r.status_code for r in responses] == [200, 200, 429]
-    stats = admin.info("commandstats")["cmdstat_slidingwindow.check"]
+    stats = admin.info("commandstats")[check_cmdstat]
     assert stats["calls"] == 3  # one command per request, whatever the number of rates
     assert keys(redis_server, prefix) == [f"{prefix}api:ip:127.0.0.1"]
     admin.close()

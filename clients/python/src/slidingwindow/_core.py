@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Generic, Optional, Sequence, TypeVar, Union
 
 from .deny_cache import DenyCacheArg, make as make_deny_cache
+from .backend import Backend
 from .failure import Circuit, ErrorHook, Gate
 from .rates import Rate, parse_limits
 from .result import MultiLimitResult, RateLimitResult
@@ -112,6 +113,9 @@ class LimiterBase(Generic[ClientT]):
     deny_cache: remember refusals until Redis could first allow them, and answer them
         without Redis (`slidingwindow.deny_cache`): True for a default `DenyCache`, or
         one; off by default here, on by default in the middlewares.
+    backend: "auto" (default): the module's commands where the server has the module,
+        else the Functions library (loaded when missing, if this user may); "module" or
+        "lua" forces one (see slidingwindow.backend).
     """
 
     def __init__(
@@ -124,7 +128,9 @@ class LimiterBase(Generic[ClientT]):
         probe_interval: float = 1.0,
         logger: Optional[logging.Logger] = None,
         deny_cache: DenyCacheArg = False,
+        backend: str = "auto",
     ) -> None:
+        self.backend = Backend(backend)
         self.redis = redis_client
         self.deny_cache = make_deny_cache(deny_cache)
         self.prefix = prefix

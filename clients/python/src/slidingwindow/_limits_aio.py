@@ -9,6 +9,7 @@ from limits.errors import ConfigurationError
 from limits.storage.base import TimestampedSlidingWindow
 
 from . import _limits_commands as cmd
+from .backend import Backend, run_async
 
 # The bridges of limits.aio that talk through a redis-py style client (execute_command
 # with plain arguments): redis.asyncio and valkey.asyncio. coredis is not supported.
@@ -19,15 +20,18 @@ class _AsyncModuleSlidingWindow(RedisStorage, TimestampedSlidingWindow):
     """limits.aio's RedisStorage (fixed and moving windows unchanged), with the sliding
     window counter on SLIDINGWINDOW.CHECK / COUNTS, one key each.
 
-    `implementation` defaults to "redispy" (limits' own default is coredis).
+    `implementation` defaults to "redispy" (limits' own default is coredis); `backend`
+    is "auto" (default), "module" or "lua", as the limiters'.
     """
 
     def __init__(
         self,
         uri: str,
         implementation: Literal["redispy", "coredis", "valkey"] = "redispy",
+        backend: str = "auto",
         **options: Any,
     ) -> None:
+        self.backend = Backend(backend)
         if implementation not in IMPLEMENTATIONS:
             raise ConfigurationError(
                 f"implementation={implementation!r}: the {cmd.SCHEME_TAG} storage works "
@@ -48,14 +52,14 @@ class _AsyncModuleSlidingWindow(RedisStorage, TimestampedSlidingWindow):
         command = cmd.acquire_command(self._window_key(key), limit, expiry, amount)
         if command is None:
             return False
-        return cmd.allowed(await self._client().execute_command(*command))
+        return cmd.allowed(await run_async(self._client(), self.backend.steps(command)))
 
     async def get_sliding_window(
         self, key: str, expiry: int
     ) -> tuple[int, float, int, float]:
-        reply = await self._client(True).execute_command(
-            *cmd.counts_command(self._window_key(key), expiry)
-        )
+        reply = await run_async(
+            self._client(True),
+            self.backend.steps(cmd.counts_command(self._window_key(key), expiry)))
         return cmd.sliding_window(reply, expiry)
 
     async def clear_sliding_window(self, key: str, expiry: int) -> None:

@@ -8,16 +8,20 @@ from limits.storage import RedisClusterStorage, RedisStorage
 from limits.storage.base import TimestampedSlidingWindow
 
 from . import _limits_commands as cmd
+from .backend import Backend, run_sync
 
 
 class _ModuleSlidingWindow(RedisStorage, TimestampedSlidingWindow):
     """limits' RedisStorage (fixed and moving windows unchanged: its own Lua scripts),
     with the sliding window counter on SLIDINGWINDOW.CHECK / COUNTS, one key each.
 
-    No STORAGE_SCHEME here: limits registers the subclasses below under theirs.
+    `backend`: "auto" (default), "module" or "lua", as the limiters' (the Functions
+    library where the server has no module). No STORAGE_SCHEME here: limits registers
+    the subclasses below under theirs.
     """
 
-    def __init__(self, uri: str, **options: Any) -> None:
+    def __init__(self, uri: str, backend: str = "auto", **options: Any) -> None:
+        self.backend = Backend(backend)
         super().__init__(cmd.native_uri(uri), **options)
 
     def _window_key(self, key: str) -> str:
@@ -33,12 +37,11 @@ class _ModuleSlidingWindow(RedisStorage, TimestampedSlidingWindow):
         command = cmd.acquire_command(self._window_key(key), limit, expiry, amount)
         if command is None:
             return False
-        return cmd.allowed(self._client().execute_command(*command))
+        return cmd.allowed(run_sync(self._client(), self.backend.steps(command)))
 
     def get_sliding_window(self, key: str, expiry: int) -> tuple[int, float, int, float]:
-        reply = self._client(True).execute_command(
-            *cmd.counts_command(self._window_key(key), expiry)
-        )
+        reply = run_sync(self._client(True),
+                         self.backend.steps(cmd.counts_command(self._window_key(key), expiry)))
         return cmd.sliding_window(reply, expiry)
 
     def clear_sliding_window(self, key: str, expiry: int) -> None:

@@ -12,6 +12,7 @@ from typing import Any, Optional, Protocol, Sequence
 
 from ._core import CHECK, PEEK, REFUND, Command, LimiterBase, Limits, T, pause_before_retry
 from . import deny_cache
+from .backend import run_async
 from .probe import probe_async
 from .result import MultiLimitResult, RateLimitResult
 
@@ -145,7 +146,7 @@ class AsyncSlidingWindowRateLimiter(LimiterBase[AsyncClient]):
         if answer is not None:
             return answer
         try:
-            reply = await self.redis.execute_command(*command.args)
+            reply = await run_async(self.redis, self.backend.steps(command.args))
         except Exception as exc:
             return self._failed(exc, command)
         return command.read(reply)
@@ -153,7 +154,7 @@ class AsyncSlidingWindowRateLimiter(LimiterBase[AsyncClient]):
     def _start_probe(self, args: Sequence[Any]) -> None:
         async def probe() -> None:
             try:
-                await probe_async(self.redis, args)
+                await probe_async(self.redis, self.backend.wire(args), args[1])
             except BaseException as exc:  # CancelledError too: the next one may start
                 self.circuit.probed(exc)
                 if isinstance(exc, asyncio.CancelledError):

@@ -8,6 +8,7 @@ from typing import Any, Optional, Protocol, Sequence
 
 from ._core import CHECK, PEEK, REFUND, Command, LimiterBase, Limits, T, pause_before_retry
 from . import deny_cache
+from .backend import run_sync
 from .probe import probe_sync
 from .result import MultiLimitResult, RateLimitResult
 
@@ -22,8 +23,9 @@ class SlidingWindowRateLimiter(LimiterBase[SyncClient]):
     """A sliding-window-counter limiter: one SLIDINGWINDOW.CHECK per request.
 
     Drop-in for the seed's class: `is_allowed(client_id, limit, window_seconds)` answers
-    the same, but needs no Lua script and keeps one key per client (`<prefix><client_id>`),
-    so it also works on a Redis Cluster. While Redis is unavailable, calls are answered at
+    the same, but keeps one key per client (`<prefix><client_id>`), so it also works on a
+    Redis Cluster; where the server has no module it runs the Functions library
+    (`backend=`, see LimiterBase). While Redis is unavailable, calls are answered at
     once, allowed (fail-open) unless `fail_open=False`, whatever the client's own timeouts
     and retries; see `LimiterBase` for the options.
     """
@@ -164,7 +166,7 @@ class SlidingWindowRateLimiter(LimiterBase[SyncClient]):
         if answer is not None:
             return answer
         try:
-            reply = self.redis.execute_command(*command.args)
+            reply = run_sync(self.redis, self.backend.steps(command.args))
         except Exception as exc:
             return self._failed(exc, command)
         return command.read(reply)
@@ -172,7 +174,7 @@ class SlidingWindowRateLimiter(LimiterBase[SyncClient]):
     def _start_probe(self, args: Sequence[Any]) -> None:
         def probe() -> None:
             try:
-                probe_sync(self.redis, args)
+                probe_sync(self.redis, self.backend.wire(args), args[1])
             except BaseException as exc:
                 self.circuit.probed(exc)
             else:

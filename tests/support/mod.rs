@@ -238,17 +238,17 @@ pub fn seed_script(test: &str) -> Option<String> {
         Ok(text) => Some(text),
         Err(e) => {
             let why = format!(
-                "{test}: seed-parity SKIPPED: no seed script at {} ({e}); set \
-                 SLIDINGWINDOW_SEED_LUA to the article's sliding_window.lua",
+                "no seed script at {} ({e}); set SLIDINGWINDOW_SEED_LUA to the article's \
+                 sliding_window.lua",
                 p.display()
             );
             assert!(
                 std::env::var("CI").as_deref() != Ok("true"),
-                "CI=true: {why}"
+                "{test}: seed-parity cannot run under CI=true: {why}"
             );
             // Straight to the terminal, past the test harness's capture.
             use std::io::Write;
-            let _ = writeln!(std::io::stderr(), "{why}");
+            let _ = writeln!(std::io::stderr(), "{test}: seed-parity SKIPPED: {why}");
             None
         }
     }

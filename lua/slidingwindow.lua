@@ -38,11 +38,12 @@ local WRONGTYPE = 'WRONGTYPE Operation against a key holding the wrong kind of v
 local CHECK_OPTIONS = 'LIMIT, COST, MS or DETAILS'
 
 -- Bound by the first call: FUNCTION LOAD runs this body without the standard libraries.
-local byte, char, floor, fmod
+local byte, char, strfind, format, floor, fmod
 
 local function bind()
   if not floor then
-    byte, char, floor, fmod = string.byte, string.char, math.floor, math.fmod
+    byte, char, strfind, format = string.byte, string.char, string.find, string.format
+    floor, fmod = math.floor, math.fmod
   end
 end
 
@@ -53,7 +54,7 @@ local function divmod(a, b)
 end
 
 local function int(n)
-  return string.format('%d', n)
+  return format('%d', n)
 end
 
 -- Two-part integers {hi, lo}, value hi * 2^32 + lo with 0 <= lo < 2^32: exact to 2^84.
@@ -657,9 +658,12 @@ local function server_ms()
   return tonumber(t[1]) * 1000 + floor(tonumber(t[2]) / 1000)
 end
 
--- The key's counters (nil when missing), or false for a value that is no state.
-local function read(key)
-  local v = redis.pcall('GET', key)
+-- The key's counters (nil when missing), or false for a value that is no state. v: GET's
+-- reply when already read.
+local function read(key, v)
+  if v == nil then
+    v = redis.pcall('GET', key)
+  end
   if type(v) == 'table' then
     return false
   end
@@ -716,6 +720,127 @@ local function write_keeping(key, counters, at)
   redis.pcall('PEXPIREAT', key, bdecimal(at), 'GT')
 end
 
+------------------------------------------------------------------ the common call, fast
+
+-- `limit window [now]` in seconds, on a key missing or holding just that window: the
+-- general path's answer without its tables and closures (most calls are this one).
+
+-- ASCII digits, at most hi: the number, else nil (the general parser gives the error).
+-- tonumber is exact here: digits only, and a value past 2^53 - 1 reads as >= 2^53.
+local function digits(s, hi)
+  if strfind(s, "^%d+$") then
+    local v = tonumber(s)
+    if v <= hi then
+      return v
+    end
+  end
+end
+
+-- A one-counter state in seconds (0xA1, flags 0) as decode reads it: window, index,
+-- current, previous; nil for any other value (left to the general path).
+local function decode_one(s)
+  local n = #s
+  if n < 6 or byte(s, 1) ~= 0xA1 or byte(s, 2) ~= 0 then
+    return nil
+  end
+  local w, p = read_varint(s, 3, n)
+  if not w then
+    return nil
+  end
+  local index, current, previous
+  index, p = read_varint(s, p, n)
+  if not index then
+    return nil
+  end
+  current, p = read_varint(s, p, n)
+  if not current then
+    return nil
+  end
+  previous, p = read_varint(s, p, n)
+  if not previous or p ~= n + 1 or w == 0 or w > MAX_WINDOW_S or index > divmod(MAX, w) then
+    return nil
+  end
+  return w, index, current, previous
+end
+
+local function varint(v) -- put_varint's bytes, as a string
+  if v < 128 then
+    return char(v)
+  end
+  local s = ''
+  while v >= 128 do
+    local low = v % 128 -- exact: v < 2^53, 128 a power of two
+    s = s .. char(low + 128)
+    v = (v - low) / 128
+  end
+  return s .. char(v)
+end
+
+-- The reply, or nil when the call is not this case: then also the server ms (if read)
+-- and GET's reply (if read), for the general path to go on from.
+local function check_one(key, args, writes)
+  local n = #args
+  if n ~= 2 and n ~= 3 then
+    return nil
+  end
+  local limit, window = digits(args[1], MAX), digits(args[2], MAX_WINDOW_S)
+  local now, clock
+  if n == 3 then
+    now = digits(args[3], MAX)
+    if not now then
+      return nil -- an option, or a bad now
+    end
+  end
+  if not limit or not window or window == 0 then
+    return nil
+  end
+  if not now then
+    clock = server_ms()
+    now = floor(clock / 1000)
+  end
+  local v = redis.pcall('GET', key)
+  local index, elapsed = divmod(now, window)
+  local previous, current = 0, 0
+  if v then
+    local w, i, c, p
+    if type(v) == 'string' then
+      w, i, c, p = decode_one(v)
+    end
+    if w ~= window then
+      return nil, clock, v
+    end
+    if index < i then -- a clock behind: judged at the counter's window
+      index, elapsed = i, 0
+    end
+    if i == index then
+      previous, current = p, c
+    elseif i + 1 == index then
+      previous = c
+    end
+  end
+  local est = estimate(window, previous, current, elapsed)
+  if limit < 1 or est > limit - 1 then
+    return { 0, est }
+  end
+  if writes then
+    clock = clock or server_ms()
+    local state = '\161\0' .. varint(window) .. varint(index) .. varint(current + 1)
+      .. varint(previous)
+    local at = clock + 2000 * window -- exact whenever it is at most 2^53 - 1
+    local e
+    if at <= MAX then
+      e = failed(redis.pcall('SET', key, state, 'PXAT', format('%d', at)))
+    else
+      local lw = big(window * 1000)
+      e = failed(redis.pcall('SET', key, state, 'PXAT', bdecimal(badd(badd(big(clock), lw), lw))))
+    end
+    if e then
+      return e
+    end
+  end
+  return { 1, est + 1 }
+end
+
 local function arity(name)
   return "ERR wrong number of arguments for '" .. name .. "' function"
 end
@@ -726,12 +851,18 @@ local function limiter(name, mode)
     if #keys ~= 1 then
       return redis.error_reply(arity(name))
     end
+    local key = keys[1]
+    local fast, clock, got
+    if mode ~= 'refund' then
+      fast, clock, got = check_one(key, args, mode == 'check')
+      if fast then
+        return fast
+      end
+    end
     local req, err = parse_check(args, arity(name))
     if not req then
       return redis.error_reply(err)
     end
-    local key = keys[1]
-    local clock
     local function ms()
       clock = clock or server_ms()
       return clock
@@ -739,7 +870,7 @@ local function limiter(name, mode)
     if not req.now then
       req.now = floor(ms() / (req.ms and 1 or 1000))
     end
-    local state = read(key)
+    local state = read(key, got)
     if state == false then
       return redis.error_reply(WRONGTYPE)
     end

@@ -38,12 +38,13 @@ local WRONGTYPE = 'WRONGTYPE Operation against a key holding the wrong kind of v
 local CHECK_OPTIONS = 'LIMIT, COST, MS or DETAILS'
 
 -- Bound by the first call: FUNCTION LOAD runs this body without the standard libraries.
-local byte, char, strfind, format, floor, fmod
+local byte, char, strfind, format, floor, fmod, unpack, rcall, rpcall
 
 local function bind()
   if not floor then
     byte, char, strfind, format = string.byte, string.char, string.find, string.format
-    floor, fmod = math.floor, math.fmod
+    floor, fmod, unpack = math.floor, math.fmod, _G.unpack
+    rcall, rpcall = redis.call, redis.pcall
   end
 end
 
@@ -723,15 +724,35 @@ end
 ------------------------------------------------------------------ the common call, fast
 
 -- `limit window [now]` in seconds, on a key missing or holding just that window: the
--- general path's answer without its tables and closures (most calls are this one).
+-- general path's answer without its tables, closures and bisection (most calls are this
+-- one). Few C calls: each string.byte/char/find costs about as much as the arithmetic.
 
 -- ASCII digits, at most hi: the number, else nil (the general parser gives the error).
--- tonumber is exact here: digits only, and a value past 2^53 - 1 reads as >= 2^53.
+-- `s + 0` is exact here: digits only, and a value past 2^53 - 1 reads as >= 2^53.
 local function digits(s, hi)
-  if strfind(s, "^%d+$") then
-    local v = tonumber(s)
+  if strfind(s, '^%d+$') then
+    local v = s + 0
     if v <= hi then
       return v
+    end
+  end
+end
+
+-- A varint at b[k], as read_varint reads it: the value and the next index, or nil.
+local function get(b, k, last)
+  local v, mul = 0, 1
+  for i = k, k + 7 do
+    if i > last then
+      return nil
+    end
+    local x = b[i]
+    v = v + (x % 128) * mul
+    mul = mul * 128
+    if x < 128 then
+      if (i > k and x == 0) or v > MAX then
+        return nil
+      end
+      return v, i + 1
     end
   end
 end
@@ -740,40 +761,46 @@ end
 -- current, previous; nil for any other value (left to the general path).
 local function decode_one(s)
   local n = #s
-  if n < 6 or byte(s, 1) ~= 0xA1 or byte(s, 2) ~= 0 then
+  if n < 6 or n > 35 then -- 35: the longest one-counter state
     return nil
   end
-  local w, p = read_varint(s, 3, n)
+  local b = { byte(s, 1, n) } -- one C call for all the bytes
+  if b[1] ~= 0xA1 or b[2] ~= 0 then
+    return nil
+  end
+  local w, k = get(b, 3, n)
   if not w then
     return nil
   end
   local index, current, previous
-  index, p = read_varint(s, p, n)
+  index, k = get(b, k, n)
   if not index then
     return nil
   end
-  current, p = read_varint(s, p, n)
+  current, k = get(b, k, n)
   if not current then
     return nil
   end
-  previous, p = read_varint(s, p, n)
-  if not previous or p ~= n + 1 or w == 0 or w > MAX_WINDOW_S or index > divmod(MAX, w) then
+  previous, k = get(b, k, n)
+  -- index * w > MAX is exact: a product past 2^53 - 1 rounds to >= 2^53.
+  if not previous or k ~= n + 1 or w == 0 or w > MAX_WINDOW_S or index * w > MAX then
     return nil
   end
   return w, index, current, previous
 end
 
-local function varint(v) -- put_varint's bytes, as a string
-  if v < 128 then
-    return char(v)
-  end
-  local s = ''
+local BYTES = {} -- the state being written, as byte values (one call at a time)
+
+-- put_varint's bytes into BYTES after index k: the new last index.
+local function put(k, v)
   while v >= 128 do
     local low = v % 128 -- exact: v < 2^53, 128 a power of two
-    s = s .. char(low + 128)
+    k = k + 1
+    BYTES[k] = low + 128
     v = (v - low) / 128
   end
-  return s .. char(v)
+  BYTES[k + 1] = v
+  return k + 1
 end
 
 -- The reply, or nil when the call is not this case: then also the server ms (if read)
@@ -795,10 +822,11 @@ local function check_one(key, args, writes)
     return nil
   end
   if not now then
-    clock = server_ms()
-    now = floor(clock / 1000)
+    local t = rcall('TIME')
+    now = t[1] + 0
+    clock = now * 1000 + (t[2] - t[2] % 1000) / 1000
   end
-  local v = redis.pcall('GET', key)
+  local v = rpcall('GET', key)
   local index, elapsed = divmod(now, window)
   local previous, current = 0, 0
   if v then
@@ -818,23 +846,23 @@ local function check_one(key, args, writes)
       previous = c
     end
   end
-  local est = estimate(window, previous, current, elapsed)
+  local est = floor(previous * ((window - elapsed) / window) + current) -- estimate()
   if limit < 1 or est > limit - 1 then
     return { 0, est }
   end
   if writes then
     clock = clock or server_ms()
-    local state = '\161\0' .. varint(window) .. varint(index) .. varint(current + 1)
-      .. varint(previous)
+    BYTES[1], BYTES[2] = 0xA1, 0
+    local k = put(put(put(put(2, window), index), current + 1), previous)
     local at = clock + 2000 * window -- exact whenever it is at most 2^53 - 1
-    local e
     if at <= MAX then
-      e = failed(redis.pcall('SET', key, state, 'PXAT', format('%d', at)))
+      at = format('%d', at)
     else
       local lw = big(window * 1000)
-      e = failed(redis.pcall('SET', key, state, 'PXAT', bdecimal(badd(badd(big(clock), lw), lw))))
+      at = bdecimal(badd(badd(big(clock), lw), lw))
     end
-    if e then
+    local e = rpcall('SET', key, char(unpack(BYTES, 1, k)), 'PXAT', at)
+    if e.err then -- OOM under EVAL
       return e
     end
   end

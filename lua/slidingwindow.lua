@@ -38,11 +38,12 @@ local WRONGTYPE = 'WRONGTYPE Operation against a key holding the wrong kind of v
 local CHECK_OPTIONS = 'LIMIT, COST, MS or DETAILS'
 
 -- Bound by the first call: FUNCTION LOAD runs this body without the standard libraries.
-local byte, char, strfind, format, floor, fmod, unpack, rcall, rpcall
+local byte, char, strfind, sub, format, floor, fmod, unpack, rcall, rpcall
 
 local function bind()
   if not floor then
-    byte, char, strfind, format = string.byte, string.char, string.find, string.format
+    byte, char, strfind, sub = string.byte, string.char, string.find, string.sub
+    format = string.format
     floor, fmod, unpack = math.floor, math.fmod, _G.unpack
     rcall, rpcall = redis.call, redis.pcall
   end
@@ -729,12 +730,24 @@ end
 
 -- ASCII digits, at most hi: the number, else nil (the general parser gives the error).
 -- `s + 0` is exact here: digits only, and a value past 2^53 - 1 reads as >= 2^53.
+-- Limits and windows repeat from call to call: a table lookup of a string seen before
+-- costs a fifth of the pattern match, so the numbers are kept (a bounded few).
+local seen, seen_count = {}, 0
+
 local function digits(s, hi)
-  if strfind(s, '^%d+$') then
-    local v = s + 0
-    if v <= hi then
-      return v
+  local v = seen[s]
+  if not v then
+    if not strfind(s, '^%d+$') then
+      return nil
     end
+    v = s + 0
+    if seen_count == 256 then
+      seen, seen_count = {}, 0
+    end
+    seen[s], seen_count = v, seen_count + 1
+  end
+  if v <= hi then
+    return v
   end
 end
 
@@ -757,6 +770,8 @@ local function get(b, k, last)
   end
 end
 
+local B12 = {}
+
 -- A one-counter state in seconds (0xA1, flags 0) as decode reads it: window, index,
 -- current, previous; nil for any other value (left to the general path).
 local function decode_one(s)
@@ -764,24 +779,45 @@ local function decode_one(s)
   if n < 6 or n > 35 then -- 35: the longest one-counter state
     return nil
   end
-  local b = { byte(s, 1, n) } -- one C call for all the bytes
+  -- All the bytes in one C call; the usual state (up to 12 bytes) into a table kept
+  -- for it (a new table costs more than the call). Past n the entries are nil.
+  local b = B12
+  if n <= 12 then
+    b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12] = byte(s, 1, 12)
+  else
+    b = { byte(s, 1, n) }
+  end
   if b[1] ~= 0xA1 or b[2] ~= 0 then
     return nil
   end
-  local w, k = get(b, 3, n)
-  if not w then
-    return nil
+  -- One-byte varints (the common window, counts) read inline; longer ones by get.
+  local w, k = b[3], 4
+  if w >= 128 then
+    w, k = get(b, 3, n)
+    if not w then
+      return nil
+    end
   end
   local index, current, previous
   index, k = get(b, k, n)
   if not index then
     return nil
   end
-  current, k = get(b, k, n)
-  if not current then
-    return nil
+  current = b[k]
+  if current and current < 128 then
+    k = k + 1
+  else
+    current, k = get(b, k, n)
+    if not current then
+      return nil
+    end
   end
-  previous, k = get(b, k, n)
+  previous = b[k]
+  if previous and previous < 128 then
+    k = k + 1
+  else
+    previous, k = get(b, k, n)
+  end
   -- index * w > MAX is exact: a product past 2^53 - 1 rounds to >= 2^53.
   if not previous or k ~= n + 1 or w == 0 or w > MAX_WINDOW_S or index * w > MAX then
     return nil
@@ -789,19 +825,31 @@ local function decode_one(s)
   return w, index, current, previous
 end
 
-local BYTES = {} -- the state being written, as byte values (one call at a time)
+-- put_varint's bytes as a string. Windows and indexes repeat from call to call (every
+-- key in a window shares its index): kept, a bounded few, as the numbers above are.
+local varints, varint_count = {}, 0
 
--- put_varint's bytes into BYTES after index k: the new last index.
-local function put(k, v)
-  while v >= 128 do
-    local low = v % 128 -- exact: v < 2^53, 128 a power of two
-    k = k + 1
-    BYTES[k] = low + 128
-    v = (v - low) / 128
+local function varint(v)
+  local s = varints[v]
+  if not s then
+    local out, k, x = {}, 0, v
+    while x >= 128 do
+      local low = x % 128 -- exact: x < 2^53, 128 a power of two
+      k = k + 1
+      out[k] = low + 128
+      x = (x - low) / 128
+    end
+    out[k + 1] = x
+    s = char(unpack(out, 1, k + 1))
+    if varint_count == 256 then
+      varints, varint_count = {}, 0
+    end
+    varints[v], varint_count = s, varint_count + 1
   end
-  BYTES[k + 1] = v
-  return k + 1
+  return s
 end
+
+local last_at, last_text -- the last expiry written, and its decimal text
 
 -- The reply, or nil when the call is not this case: then also the server ms (if read)
 -- and GET's reply (if read), for the general path to go on from.
@@ -822,29 +870,42 @@ local function check_one(key, args, writes)
     return nil
   end
   if not now then
-    local t = rcall('TIME')
+    local t = rcall('TIME') -- strings: coerced by the arithmetic (cheaper than tonumber)
+    local us = t[2] + 0
     now = t[1] + 0
-    clock = now * 1000 + (t[2] - t[2] % 1000) / 1000
+    clock = now * 1000 + (us - us % 1000) / 1000
   end
   local v = rpcall('GET', key)
   local index, elapsed = divmod(now, window)
   local previous, current = 0, 0
-  if v then
-    local w, i, c, p
-    if type(v) == 'string' then
-      w, i, c, p = decode_one(v)
+  if type(v) == 'string' then
+    -- Mostly the key is as a call in this window left it: compare its bytes up to the
+    -- counts with those, read the two one-byte counts; otherwise decode it.
+    local head = '\161\0' .. varint(window) .. varint(index)
+    local h = #head
+    local c, p
+    if #v == h + 2 and sub(v, 1, h) == head then
+      c, p = byte(v, h + 1, h + 2)
     end
-    if w ~= window then
-      return nil, clock, v
-    end
-    if index < i then -- a clock behind: judged at the counter's window
-      index, elapsed = i, 0
-    end
-    if i == index then
+    if c and c < 128 and p < 128 then
       previous, current = p, c
-    elseif i + 1 == index then
-      previous = c
+    else
+      local w, i
+      w, i, c, p = decode_one(v)
+      if w ~= window then
+        return nil, clock, v
+      end
+      if index < i then -- a clock behind: judged at the counter's window
+        index, elapsed = i, 0
+      end
+      if i == index then
+        previous, current = p, c
+      elseif i + 1 == index then
+        previous = c
+      end
     end
+  elseif v then -- an error (WRONGTYPE): the general path answers it
+    return nil, clock, v
   end
   local est = floor(previous * ((window - elapsed) / window) + current) -- estimate()
   if limit < 1 or est > limit - 1 then
@@ -852,16 +913,19 @@ local function check_one(key, args, writes)
   end
   if writes then
     clock = clock or server_ms()
-    BYTES[1], BYTES[2] = 0xA1, 0
-    local k = put(put(put(put(2, window), index), current + 1), previous)
+    local state = '\161\0' .. varint(window) .. varint(index) .. varint(current + 1)
+      .. varint(previous)
     local at = clock + 2000 * window -- exact whenever it is at most 2^53 - 1
-    if at <= MAX then
-      at = format('%d', at)
+    if at == last_at then -- calls in the same ms with the same window: the same text
+      at = last_text
+    elseif at <= MAX then
+      last_at, last_text = at, format('%d', at)
+      at = last_text
     else
       local lw = big(window * 1000)
       at = bdecimal(badd(badd(big(clock), lw), lw))
     end
-    local e = rpcall('SET', key, char(unpack(BYTES, 1, k)), 'PXAT', at)
+    local e = rpcall('SET', key, state, 'PXAT', at)
     if e.err then -- OOM under EVAL
       return e
     end

@@ -38,12 +38,11 @@ local WRONGTYPE = 'WRONGTYPE Operation against a key holding the wrong kind of v
 local CHECK_OPTIONS = 'LIMIT, COST, MS or DETAILS'
 
 -- Bound by the first call: FUNCTION LOAD runs this body without the standard libraries.
-local byte, char, strfind, sub, format, floor, fmod, unpack, rcall, rpcall
+local byte, char, strfind, format, floor, fmod, unpack, rcall, rpcall
 
 local function bind()
   if not floor then
-    byte, char, strfind, sub = string.byte, string.char, string.find, string.sub
-    format = string.format
+    byte, char, strfind, format = string.byte, string.char, string.find, string.format
     floor, fmod, unpack = math.floor, math.fmod, _G.unpack
     rcall, rpcall = redis.call, redis.pcall
   end
@@ -851,6 +850,18 @@ end
 
 local last_at, last_text -- the last expiry written, and its decimal text
 
+-- A state's bytes before its counts: the same for every key counted in the same window
+-- and index, so the last one is kept.
+local head_window, head_index, head_text
+
+local function head(window, index)
+  if window ~= head_window or index ~= head_index then
+    head_window, head_index = window, index
+    head_text = '\161\0' .. varint(window) .. varint(index)
+  end
+  return head_text
+end
+
 -- The reply, or nil when the call is not this case: then also the server ms (if read)
 -- and GET's reply (if read), for the general path to go on from.
 local function check_one(key, args, writes)
@@ -876,15 +887,21 @@ local function check_one(key, args, writes)
     clock = now * 1000 + (us - us % 1000) / 1000
   end
   local v = rpcall('GET', key)
-  local index, elapsed = divmod(now, window)
+  local index, elapsed
+  if now + window <= MAX then -- then now / window cannot round up to the next integer
+    elapsed = now % window
+    index = (now - elapsed) / window
+  else
+    index, elapsed = divmod(now, window)
+  end
   local previous, current = 0, 0
   if type(v) == 'string' then
     -- Mostly the key is as a call in this window left it: compare its bytes up to the
     -- counts with those, read the two one-byte counts; otherwise decode it.
-    local head = '\161\0' .. varint(window) .. varint(index)
-    local h = #head
+    local hd = head(window, index)
+    local h = #hd
     local c, p
-    if #v == h + 2 and sub(v, 1, h) == head then
+    if #v == h + 2 and strfind(v, hd, 1, true) == 1 then
       c, p = byte(v, h + 1, h + 2)
     end
     if c and c < 128 and p < 128 then
@@ -913,8 +930,7 @@ local function check_one(key, args, writes)
   end
   if writes then
     clock = clock or server_ms()
-    local state = '\161\0' .. varint(window) .. varint(index) .. varint(current + 1)
-      .. varint(previous)
+    local state = head(window, index) .. varint(current + 1) .. varint(previous)
     local at = clock + 2000 * window -- exact whenever it is at most 2^53 - 1
     if at == last_at then -- calls in the same ms with the same window: the same text
       at = last_text

@@ -38,12 +38,12 @@ local WRONGTYPE = 'WRONGTYPE Operation against a key holding the wrong kind of v
 local CHECK_OPTIONS = 'LIMIT, COST, MS or DETAILS'
 
 -- Bound by the first call: FUNCTION LOAD runs this body without the standard libraries.
-local byte, char, strfind, format, floor, fmod, unpack, rcall, rpcall
+local byte, char, strfind, format, floor, fmod, unpack, typeof, rcall, rpcall
 
 local function bind()
   if not floor then
     byte, char, strfind, format = string.byte, string.char, string.find, string.format
-    floor, fmod, unpack = math.floor, math.fmod, _G.unpack
+    floor, fmod, unpack, typeof = math.floor, math.fmod, _G.unpack, type
     rcall, rpcall = redis.call, redis.pcall
   end
 end
@@ -769,8 +769,6 @@ local function get(b, k, last)
   end
 end
 
-local B12 = {}
-
 -- A one-counter state in seconds (0xA1, flags 0) as decode reads it: window, index,
 -- current, previous; nil for any other value (left to the general path).
 local function decode_one(s)
@@ -778,14 +776,7 @@ local function decode_one(s)
   if n < 6 or n > 35 then -- 35: the longest one-counter state
     return nil
   end
-  -- All the bytes in one C call; the usual state (up to 12 bytes) into a table kept
-  -- for it (a new table costs more than the call). Past n the entries are nil.
-  local b = B12
-  if n <= 12 then
-    b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12] = byte(s, 1, 12)
-  else
-    b = { byte(s, 1, n) }
-  end
+  local b = { byte(s, 1, n) } -- one C call for all the bytes
   if b[1] ~= 0xA1 or b[2] ~= 0 then
     return nil
   end
@@ -895,10 +886,13 @@ local function check_one(key, args, writes)
     index, elapsed = divmod(now, window)
   end
   local previous, current = 0, 0
-  if type(v) == 'string' then
+  local hd = head(window, index)
+  if v then
+    if typeof(v) ~= 'string' then -- an error (WRONGTYPE): the general path answers it
+      return nil, clock, v
+    end
     -- Mostly the key is as a call in this window left it: compare its bytes up to the
     -- counts with those, read the two one-byte counts; otherwise decode it.
-    local hd = head(window, index)
     local h = #hd
     local c, p
     if #v == h + 2 and strfind(v, hd, 1, true) == 1 then
@@ -914,6 +908,7 @@ local function check_one(key, args, writes)
       end
       if index < i then -- a clock behind: judged at the counter's window
         index, elapsed = i, 0
+        hd = head(window, index)
       end
       if i == index then
         previous, current = p, c
@@ -921,8 +916,6 @@ local function check_one(key, args, writes)
         previous = c
       end
     end
-  elseif v then -- an error (WRONGTYPE): the general path answers it
-    return nil, clock, v
   end
   local est = floor(previous * ((window - elapsed) / window) + current) -- estimate()
   if limit < 1 or est > limit - 1 then
@@ -930,7 +923,9 @@ local function check_one(key, args, writes)
   end
   if writes then
     clock = clock or server_ms()
-    local state = head(window, index) .. varint(current + 1) .. varint(previous)
+    current = current + 1
+    local state = hd .. (varints[current] or varint(current))
+      .. (varints[previous] or varint(previous))
     local at = clock + 2000 * window -- exact whenever it is at most 2^53 - 1
     if at == last_at then -- calls in the same ms with the same window: the same text
       at = last_text

@@ -839,7 +839,10 @@ local function varint(v)
   return s
 end
 
-local last_at, last_text -- the last expiry written, and its decimal text
+-- What the last call parsed, and met again in the next (strings compare by address).
+local last_a1, last_a2, last_limit, last_window -- limit and window: texts, numbers
+local last_sec, last_now -- TIME's seconds: text, number
+local last_at, last_text -- the last expiry written: number, decimal text
 
 -- A state's bytes before its counts: the same for every key counted in the same window
 -- and index, so the last one is kept.
@@ -860,21 +863,32 @@ local function check_one(key, args, writes)
   if n ~= 2 and n ~= 3 then
     return nil
   end
-  local limit, window = digits(args[1], MAX), digits(args[2], MAX_WINDOW_S)
+  local a1, a2 = args[1], args[2]
+  local limit, window
+  if a1 == last_a1 and a2 == last_a2 then -- the last call's limit and window again
+    limit, window = last_limit, last_window
+  else
+    limit, window = digits(a1, MAX), digits(a2, MAX_WINDOW_S)
+    if not limit or not window or window == 0 then
+      return nil
+    end
+    last_a1, last_a2, last_limit, last_window = a1, a2, limit, window
+  end
   local now, clock
   if n == 3 then
     now = digits(args[3], MAX)
     if not now then
       return nil -- an option, or a bad now
     end
-  end
-  if not limit or not window or window == 0 then
-    return nil
-  end
-  if not now then
-    local t = rcall('TIME') -- strings: coerced by the arithmetic (cheaper than tonumber)
-    local us = t[2] + 0
-    now = t[1] + 0
+  else
+    -- TIME's strings, coerced by arithmetic (cheaper than tonumber); the seconds text
+    -- stays the same for a second, and so its number.
+    local t = rcall('TIME')
+    local sec, us = t[1], t[2] + 0
+    if sec ~= last_sec then
+      last_sec, last_now = sec, sec + 0
+    end
+    now = last_now
     clock = now * 1000 + (us - us % 1000) / 1000
   end
   local v = rpcall('GET', key)

@@ -962,20 +962,14 @@ local function arity(name)
   return "ERR wrong number of arguments for '" .. name .. "' function"
 end
 
+-- The general path; clock and got: the server ms and GET's reply, when check_one read them.
 local function limiter(name, mode)
-  return function(keys, args)
+  return function(keys, args, clock, got)
     bind()
     if #keys ~= 1 then
       return redis.error_reply(arity(name))
     end
     local key = keys[1]
-    local fast, clock, got
-    if mode ~= 'refund' then
-      fast, clock, got = check_one(key, args, mode == 'check')
-      if fast then
-        return fast
-      end
-    end
     local req, err = parse_check(args, arity(name))
     if not req then
       return redis.error_reply(err)
@@ -1055,6 +1049,23 @@ local function limiter(name, mode)
   end
 end
 
+-- CHECK and PEEK: the common call first (the least work before it: it is most calls).
+local function fast_first(general, writes)
+  return function(keys, args)
+    if not floor then
+      bind()
+    end
+    if #keys == 1 then
+      local r, clock, got = check_one(keys[1], args, writes)
+      if r then
+        return r
+      end
+      return general(keys, args, clock, got)
+    end
+    return general(keys, args)
+  end
+end
+
 local function counts(keys, args)
   bind()
   local name = 'slidingwindow_counts'
@@ -1079,8 +1090,9 @@ local function version()
 end
 
 local FUNCTIONS = {
-  { 'slidingwindow_check', limiter('slidingwindow_check', 'check'), {} },
-  { 'slidingwindow_peek', limiter('slidingwindow_peek', 'peek'), { 'no-writes' } },
+  { 'slidingwindow_check', fast_first(limiter('slidingwindow_check', 'check'), true), {} },
+  { 'slidingwindow_peek', fast_first(limiter('slidingwindow_peek', 'peek'), false),
+    { 'no-writes' } },
   { 'slidingwindow_counts', counts, { 'no-writes' } },
   { 'slidingwindow_refund', limiter('slidingwindow_refund', 'refund'), {} },
   { 'slidingwindow_version', version, { 'no-writes' } },

@@ -38,11 +38,13 @@ local WRONGTYPE = 'WRONGTYPE Operation against a key holding the wrong kind of v
 local CHECK_OPTIONS = 'LIMIT, COST, MS or DETAILS'
 
 -- Bound by the first call: FUNCTION LOAD runs this body without the standard libraries.
-local byte, char, floor, fmod
+local byte, char, strfind, format, floor, fmod, unpack, typeof, rcall, rpcall
 
 local function bind()
   if not floor then
-    byte, char, floor, fmod = string.byte, string.char, math.floor, math.fmod
+    byte, char, strfind, format = string.byte, string.char, string.find, string.format
+    floor, fmod, unpack, typeof = math.floor, math.fmod, _G.unpack, type
+    rcall, rpcall = redis.call, redis.pcall
   end
 end
 
@@ -53,7 +55,7 @@ local function divmod(a, b)
 end
 
 local function int(n)
-  return string.format('%d', n)
+  return format('%d', n)
 end
 
 -- Two-part integers {hi, lo}, value hi * 2^32 + lo with 0 <= lo < 2^32: exact to 2^84.
@@ -657,9 +659,12 @@ local function server_ms()
   return tonumber(t[1]) * 1000 + floor(tonumber(t[2]) / 1000)
 end
 
--- The key's counters (nil when missing), or false for a value that is no state.
-local function read(key)
-  local v = redis.pcall('GET', key)
+-- The key's counters (nil when missing), or false for a value that is no state. v: GET's
+-- reply when already read.
+local function read(key, v)
+  if v == nil then
+    v = redis.pcall('GET', key)
+  end
   if type(v) == 'table' then
     return false
   end
@@ -716,22 +721,259 @@ local function write_keeping(key, counters, at)
   redis.pcall('PEXPIREAT', key, bdecimal(at), 'GT')
 end
 
+------------------------------------------------------------------ the common call, fast
+
+-- `limit window [now]` in seconds, on a key missing or holding just that window: the
+-- general path's answer without its tables, closures and bisection (most calls are this
+-- one). Few C calls: each string.byte/char/find costs about as much as the arithmetic.
+
+-- ASCII digits, at most hi: the number, else nil (the general parser gives the error).
+-- `s + 0` is exact here: digits only, and a value past 2^53 - 1 reads as >= 2^53.
+-- Limits and windows repeat from call to call: a table lookup of a string seen before
+-- costs a fifth of the pattern match, so the numbers are kept (a bounded few).
+local seen, seen_count = {}, 0
+
+local function digits(s, hi)
+  local v = seen[s]
+  if not v then
+    if not strfind(s, '^%d+$') then
+      return nil
+    end
+    v = s + 0
+    if seen_count == 256 then
+      seen, seen_count = {}, 0
+    end
+    seen[s], seen_count = v, seen_count + 1
+  end
+  if v <= hi then
+    return v
+  end
+end
+
+-- A varint at b[k], as read_varint reads it: the value and the next index, or nil.
+local function get(b, k, last)
+  local v, mul = 0, 1
+  for i = k, k + 7 do
+    if i > last then
+      return nil
+    end
+    local x = b[i]
+    v = v + (x % 128) * mul
+    mul = mul * 128
+    if x < 128 then
+      if (i > k and x == 0) or v > MAX then
+        return nil
+      end
+      return v, i + 1
+    end
+  end
+end
+
+-- A one-counter state in seconds (0xA1, flags 0) as decode reads it: window, index,
+-- current, previous; nil for any other value (left to the general path).
+local function decode_one(s)
+  local n = #s
+  if n < 6 or n > 35 then -- 35: the longest one-counter state
+    return nil
+  end
+  local b = { byte(s, 1, n) } -- one C call for all the bytes
+  if b[1] ~= 0xA1 or b[2] ~= 0 then
+    return nil
+  end
+  -- One-byte varints (the common window, counts) read inline; longer ones by get.
+  local w, k = b[3], 4
+  if w >= 128 then
+    w, k = get(b, 3, n)
+    if not w then
+      return nil
+    end
+  end
+  local index, current, previous
+  index, k = get(b, k, n)
+  if not index then
+    return nil
+  end
+  current = b[k]
+  if current and current < 128 then
+    k = k + 1
+  else
+    current, k = get(b, k, n)
+    if not current then
+      return nil
+    end
+  end
+  previous = b[k]
+  if previous and previous < 128 then
+    k = k + 1
+  else
+    previous, k = get(b, k, n)
+  end
+  -- index * w > MAX is exact: a product past 2^53 - 1 rounds to >= 2^53.
+  if not previous or k ~= n + 1 or w == 0 or w > MAX_WINDOW_S or index * w > MAX then
+    return nil
+  end
+  return w, index, current, previous
+end
+
+-- put_varint's bytes as a string. Windows and indexes repeat from call to call (every
+-- key in a window shares its index): kept, a bounded few, as the numbers above are.
+local varints, varint_count = {}, 0
+
+local function varint(v)
+  local s = varints[v]
+  if not s then
+    local out, k, x = {}, 0, v
+    while x >= 128 do
+      local low = x % 128 -- exact: x < 2^53, 128 a power of two
+      k = k + 1
+      out[k] = low + 128
+      x = (x - low) / 128
+    end
+    out[k + 1] = x
+    s = char(unpack(out, 1, k + 1))
+    if varint_count == 256 then
+      varints, varint_count = {}, 0
+    end
+    varints[v], varint_count = s, varint_count + 1
+  end
+  return s
+end
+
+-- What the last call parsed, and met again in the next (strings compare by address).
+local last_a1, last_a2, last_limit, last_window -- limit and window: texts, numbers
+local last_sec, last_now -- TIME's seconds: text, number
+local last_at, last_text -- the last expiry written: number, decimal text
+
+-- A state's bytes before its counts: the same for every key counted in the same window
+-- and index, so the last one is kept.
+local head_window, head_index, head_text
+
+local function head(window, index)
+  if window ~= head_window or index ~= head_index then
+    head_window, head_index = window, index
+    head_text = '\161\0' .. varint(window) .. varint(index)
+  end
+  return head_text
+end
+
+-- The reply, or nil when the call is not this case: then also the server ms (if read)
+-- and GET's reply (if read), for the general path to go on from.
+local function check_one(key, args, writes)
+  local n = #args
+  if n ~= 2 and n ~= 3 then
+    return nil
+  end
+  local a1, a2 = args[1], args[2]
+  local limit, window
+  if a1 == last_a1 and a2 == last_a2 then -- the last call's limit and window again
+    limit, window = last_limit, last_window
+  else
+    limit, window = digits(a1, MAX), digits(a2, MAX_WINDOW_S)
+    if not limit or not window or window == 0 then
+      return nil
+    end
+    last_a1, last_a2, last_limit, last_window = a1, a2, limit, window
+  end
+  local now, clock
+  if n == 3 then
+    now = digits(args[3], MAX)
+    if not now then
+      return nil -- an option, or a bad now
+    end
+  else
+    -- TIME's strings, coerced by arithmetic (cheaper than tonumber); the seconds text
+    -- stays the same for a second, and so its number.
+    local t = rcall('TIME')
+    local sec, us = t[1], t[2] + 0
+    if sec ~= last_sec then
+      last_sec, last_now = sec, sec + 0
+    end
+    now = last_now
+    clock = now * 1000 + (us - us % 1000) / 1000
+  end
+  local v = rpcall('GET', key)
+  local index, elapsed
+  if now + window <= MAX then -- then now / window cannot round up to the next integer
+    elapsed = now % window
+    index = (now - elapsed) / window
+  else
+    index, elapsed = divmod(now, window)
+  end
+  local previous, current = 0, 0
+  local hd = head(window, index)
+  if v then
+    if typeof(v) ~= 'string' then -- an error (WRONGTYPE): the general path answers it
+      return nil, clock, v
+    end
+    -- Mostly the key is as a call in this window left it: compare its bytes up to the
+    -- counts with those, read the two one-byte counts; otherwise decode it.
+    local h = #hd
+    local c, p
+    if #v == h + 2 and strfind(v, hd, 1, true) == 1 then
+      c, p = byte(v, h + 1, h + 2)
+    end
+    if c and c < 128 and p < 128 then
+      previous, current = p, c
+    else
+      local w, i
+      w, i, c, p = decode_one(v)
+      if w ~= window then
+        return nil, clock, v
+      end
+      if index < i then -- a clock behind: judged at the counter's window
+        index, elapsed = i, 0
+        hd = head(window, index)
+      end
+      if i == index then
+        previous, current = p, c
+      elseif i + 1 == index then
+        previous = c
+      end
+    end
+  end
+  local est = floor(previous * ((window - elapsed) / window) + current) -- estimate()
+  if limit < 1 or est > limit - 1 then
+    return { 0, est }
+  end
+  if writes then
+    clock = clock or server_ms()
+    current = current + 1
+    local state = hd .. (varints[current] or varint(current))
+      .. (varints[previous] or varint(previous))
+    local at = clock + 2000 * window -- exact whenever it is at most 2^53 - 1
+    if at == last_at then -- calls in the same ms with the same window: the same text
+      at = last_text
+    elseif at <= MAX then
+      last_at, last_text = at, format('%d', at)
+      at = last_text
+    else
+      local lw = big(window * 1000)
+      at = bdecimal(badd(badd(big(clock), lw), lw))
+    end
+    local e = rpcall('SET', key, state, 'PXAT', at)
+    if e.err then -- OOM under EVAL
+      return e
+    end
+  end
+  return { 1, est + 1 }
+end
+
 local function arity(name)
   return "ERR wrong number of arguments for '" .. name .. "' function"
 end
 
+-- The general path; clock and got: the server ms and GET's reply, when check_one read them.
 local function limiter(name, mode)
-  return function(keys, args)
+  return function(keys, args, clock, got)
     bind()
     if #keys ~= 1 then
       return redis.error_reply(arity(name))
     end
+    local key = keys[1]
     local req, err = parse_check(args, arity(name))
     if not req then
       return redis.error_reply(err)
     end
-    local key = keys[1]
-    local clock
     local function ms()
       clock = clock or server_ms()
       return clock
@@ -739,7 +981,7 @@ local function limiter(name, mode)
     if not req.now then
       req.now = floor(ms() / (req.ms and 1 or 1000))
     end
-    local state = read(key)
+    local state = read(key, got)
     if state == false then
       return redis.error_reply(WRONGTYPE)
     end
@@ -807,6 +1049,23 @@ local function limiter(name, mode)
   end
 end
 
+-- CHECK and PEEK: the common call first (the least work before it: it is most calls).
+local function fast_first(general, writes)
+  return function(keys, args)
+    if not floor then
+      bind()
+    end
+    if #keys == 1 then
+      local r, clock, got = check_one(keys[1], args, writes)
+      if r then
+        return r
+      end
+      return general(keys, args, clock, got)
+    end
+    return general(keys, args)
+  end
+end
+
 local function counts(keys, args)
   bind()
   local name = 'slidingwindow_counts'
@@ -831,8 +1090,9 @@ local function version()
 end
 
 local FUNCTIONS = {
-  { 'slidingwindow_check', limiter('slidingwindow_check', 'check'), {} },
-  { 'slidingwindow_peek', limiter('slidingwindow_peek', 'peek'), { 'no-writes' } },
+  { 'slidingwindow_check', fast_first(limiter('slidingwindow_check', 'check'), true), {} },
+  { 'slidingwindow_peek', fast_first(limiter('slidingwindow_peek', 'peek'), false),
+    { 'no-writes' } },
   { 'slidingwindow_counts', counts, { 'no-writes' } },
   { 'slidingwindow_refund', limiter('slidingwindow_refund', 'refund'), {} },
   { 'slidingwindow_version', version, { 'no-writes' } },

@@ -83,13 +83,18 @@ impl Key {
             Expiry::At(ms) => Some(ms),
             Expiry::Keep => self.expire_at(),
         };
-        if !self.write_in_place(bytes) {
+        let in_place = self.write_in_place(bytes);
+        if !in_place {
             self.replace(bytes);
         }
         unsafe {
-            // Also after `Keep`: a replaced value has lost the expiry.
-            if let Some(ms) = expire_at {
-                api!(RedisModule_SetAbsExpire)(self.ptr, ms as c_longlong);
+            // `Keep` written in place left the expiry as it was; a replaced value has lost
+            // it and gets it back.
+            match expire_at {
+                Some(ms) if !in_place || expiry != Expiry::Keep => {
+                    api!(RedisModule_SetAbsExpire)(self.ptr, ms as c_longlong);
+                }
+                _ => {}
             }
             api!(RedisModule_SignalModifiedKey)(self.ctx, self.name);
             self.notify(raw::REDISMODULE_NOTIFY_STRING, c"set");

@@ -111,6 +111,9 @@ def _allowed_from(decided: tuple[float, float, Any], ms: bool) -> float:
     return float(int(t2) + retry) if ms else float((int(t2) // 1000 + retry) * 1000)
 
 
+# A run needs entries long enough to probe; on a loaded 2-core machine a run can see
+# none (0 judged), so it is run again, up to three times (the `flaky` plugin).
+@pytest.mark.flaky(max_runs=3)
 @pytest.mark.parametrize("unit", ["seconds", "ms"])
 @pytest.mark.parametrize("several", [False, True], ids=["one", "several"])
 def test_cached_refusals_are_refused_by_redis(
@@ -195,11 +198,13 @@ def test_cached_refusals_are_refused_by_redis(
                 target = rng.uniform(time.monotonic(), entry.deadline)
             spin_until(target)
             cached_check()
-            # After the entry: the first request goes to Redis.
-            spin_until(entry.deadline)
+            # After the entry: the first request goes to Redis. Counted from before the
+            # end: another thread of the flood may be the one that goes, and this request
+            # then waits for its answer (one call at a time per key).
             sent = timed.count("SLIDINGWINDOW.CHECK", key)
+            spin_until(entry.deadline)
             limiter.check_limits(who, limits, ms=ms)
-            assert timed.count("SLIDINGWINDOW.CHECK", key) == sent + 1
+            assert timed.count("SLIDINGWINDOW.CHECK", key) >= sent + 1
             after_end += 1
     finally:
         stop.set()

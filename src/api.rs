@@ -40,6 +40,7 @@ pub fn missing() -> Option<&'static str> {
         RedisModule_ValueLength,
         RedisModule_StringDMA,
         RedisModule_StringTruncate,
+        RedisModule_DeleteKey,
         RedisModule_CreateString,
         RedisModule_StringSet,
         RedisModule_FreeString,

@@ -24,6 +24,17 @@ pub enum Expiry {
     Keep,
 }
 
+/// How `write_raw` stored the value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stored {
+    /// Over the old value, of the same length: its expiry is still there.
+    Overwritten,
+    /// Into a value created at the new length (a new key, or the old one deleted).
+    Created,
+    /// Not at all: `replace` stores it.
+    Failed,
+}
+
 pub struct Key {
     ctx: *mut raw::RedisModuleCtx,
     name: *mut raw::RedisModuleString,
@@ -83,15 +94,15 @@ impl Key {
             Expiry::At(ms) => Some(ms),
             Expiry::Keep => self.expire_at(),
         };
-        let in_place = self.write_in_place(bytes);
-        if !in_place {
+        let stored = self.write_raw(bytes);
+        if stored == Stored::Failed {
             self.replace(bytes);
         }
         unsafe {
-            // `Keep` written in place left the expiry as it was; a replaced value has lost
-            // it and gets it back.
+            // `Keep` written over the same value left the expiry as it was; a value
+            // created afresh has none and gets it back.
             match expire_at {
-                Some(ms) if !in_place || expiry != Expiry::Keep => {
+                Some(ms) if stored != Stored::Overwritten || expiry != Expiry::Keep => {
                     api!(RedisModule_SetAbsExpire)(self.ptr, ms as c_longlong);
                 }
                 _ => {}
@@ -105,33 +116,41 @@ impl Key {
         self.replicate(bytes, expire_at);
     }
 
-    /// Writes `bytes` over the value without allocating, when the value has their
-    /// length (the common case) or the key is new; says whether it did.
-    fn write_in_place(&self, bytes: &[u8]) -> bool {
-        if self.len == 0 {
-            // A new key: created raw-encoded at its size, then written in place. A
-            // compact (embstr) value, as CreateString makes, would be converted to raw
-            // by the next call's StringDMA, even a read: an allocation and a copy on
-            // every identity's second request.
-            let status = unsafe { api!(RedisModule_StringTruncate)(self.ptr, bytes.len()) };
-            if status != OK {
-                return false;
+    /// Writes `bytes` into a raw-encoded value of exactly their length, without an
+    /// extra allocation: over the value when it has their length (the common case),
+    /// else into a value created at their size (a new key, or a count that crossed a
+    /// varint boundary or a window that rolled over).
+    ///
+    /// Created at its size, not as the compact (embstr) value CreateString makes: the
+    /// next call's StringDMA, even a read, would convert that to raw, an allocation and
+    /// a copy (~700 instructions) on the call after every length change.
+    fn write_raw(&self, bytes: &[u8]) -> Stored {
+        let stored = if self.len == bytes.len() {
+            Stored::Overwritten
+        } else {
+            unsafe {
+                // A value of another length goes; its expiry with it (`write` sets it).
+                if self.len != 0 && api!(RedisModule_DeleteKey)(self.ptr) != OK {
+                    return Stored::Failed;
+                }
+                if api!(RedisModule_StringTruncate)(self.ptr, bytes.len()) != OK {
+                    return Stored::Failed;
+                }
             }
-        } else if self.len != bytes.len() {
-            return false;
-        }
+            Stored::Created
+        };
         match self.dma(KeyMode::WRITE) {
             Some((dst, len)) if len == bytes.len() && !self.in_place_refused() => {
                 unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), dst, len) };
-                true
+                stored
             }
-            _ => false,
+            _ => Stored::Failed,
         }
     }
 
-    /// Replaces the value with a fresh, exactly sized string: when a count crossed a
-    /// varint boundary (the length changed), or the value could not be written in
-    /// place. The expiry is dropped by the replacement; `write` sets it again.
+    /// Replaces the value with a fresh string: only when `write_raw` could not write it
+    /// (never seen; the fault-injection build forces it for one key, to test it). The
+    /// expiry is dropped by the replacement; `write` sets it again.
     #[cold]
     #[inline(never)]
     fn replace(&self, bytes: &[u8]) {

@@ -3,15 +3,21 @@
 //! in place (src/fault.rs); the same calls on another key take the usual in-place path.
 //! Both keys must end with the same bytes and expiry on the master, on its replica and
 //! after the master restarts from its AOF.
+//!
+//! And the usual path when the length changes (a count crossing a varint boundary, a
+//! window rolling over, a refund shrinking a count): the value is created raw at its new
+//! size, so the next call's read converts nothing, and keeps the expiry it should.
 
 #[macro_use]
 mod support;
 
 use support::{
     fault_module_path, get_raw, pexpiretime, replica_of, sw, wait_link, Kind, Server, Sw, CHECK,
+    REFUND,
 };
 
 on_every_server!(the_fresh_string_fallback_keeps_master_replica_and_aof_alike);
+on_every_server!(a_value_of_a_new_length_is_stored_raw_with_its_expiry);
 
 const FALLBACK_KEY: &str = "slidingwindow:test:no-in-place";
 const IN_PLACE_KEY: &str = "in-place";
@@ -85,4 +91,54 @@ fn the_fresh_string_fallback_keeps_master_replica_and_aof_alike(kind: Kind) {
         );
         assert_eq!(pexpiretime(&mut m, key), *expiry, "AOF {key}");
     }
+}
+
+fn a_value_of_a_new_length_is_stored_raw_with_its_expiry(kind: Kind) {
+    let server = Server::start(kind, &[]);
+    let mut c = server.connection();
+    let key = "grows";
+    let call = |now: u64, cost: u64| sw(key).limit(1000).window(3600).now(now).cost(cost);
+    let encoding = |c: &mut redis::Connection| -> String {
+        redis::cmd("OBJECT")
+            .arg("ENCODING")
+            .arg(key)
+            .query(c)
+            .unwrap()
+    };
+    let mut last_len = 0;
+    let mut expiry = 0;
+    // (command, now, cost): a new key; 127 -> 128 (one byte more); the window rolls over
+    // (128 moves to the previous count, same length); a refund of 2 takes the current
+    // count 1 -> 0 and the previous 128 -> 127 (one byte less); a cost of 200 (one byte
+    // more); a refund that leaves the length as it was.
+    let steps = [
+        (CHECK, 10_000, 127),
+        (CHECK, 10_001, 1),
+        (CHECK, 11_000, 1),
+        (REFUND, 11_001, 2),
+        (CHECK, 11_002, 200),
+        (REFUND, 11_003, 1),
+    ];
+    let mut lengths_changed = 0;
+    for (command, now, cost) in steps {
+        let reply: Vec<i64> = call(now, cost).cmd(command).query(&mut c).unwrap();
+        let bytes = get_raw(&mut c, key).expect("the key is written");
+        if bytes.len() != last_len {
+            lengths_changed += 1;
+        }
+        last_len = bytes.len();
+        assert_eq!(encoding(&mut c), "raw", "{command} now {now}: {reply:?}");
+        let at = pexpiretime(&mut c, key);
+        if command == CHECK {
+            // Two windows from the server's clock.
+            expiry = at;
+            assert!(at > 0, "{command} now {now} sets an expiry");
+        } else {
+            assert_eq!(at, expiry, "{command} now {now} keeps the expiry");
+        }
+    }
+    assert!(
+        lengths_changed >= 4,
+        "the steps change the length: {lengths_changed}"
+    );
 }

@@ -179,7 +179,7 @@ fn write_several(key: &Key, decision: &Decision, mut expire_at: u64) {
 }
 
 /// SLIDINGWINDOW.REFUND: gives the cost back in each named window the key holds
-/// (`window::refund_into`), keeping the key's expiry, and answers what PEEK with the
+/// (`window::refund`), keeping the key's expiry, and answers what PEEK with the
 /// same arguments answers afterwards. Nothing to give back: no write at all.
 fn run_refund(ctx: Ctx, argv: Argv, argc: c_int) -> c_int {
     let mut parsed = Parsed::default();
@@ -189,14 +189,17 @@ fn run_refund(ctx: Ctx, argv: Argv, argc: c_int) -> c_int {
     let now_ms = if parsed.now.is_none() { server_ms() } else { 0 };
     let request = parsed.request(now_ms);
     let mut held = State::default();
-    let (key, stored) = match open_and_read(ctx, argv, KeyMode::READ | KeyMode::WRITE, &mut held) {
-        Ok(opened) => opened,
+    let present = match open_and_read(ctx, argv, KeyMode::READ | KeyMode::WRITE, &mut held) {
+        Ok((key, stored)) => stored.is_some().then_some(key),
         Err(replied) => return replied,
     };
-    let mut after = State::default();
-    let given = stored.map_or(0, |s| window::refund_into(s, &request, &mut after));
-    let now_held = if given > 0 {
-        match after.counters() {
+    // Refunded where it was read: no second state to build or copy.
+    let given = match &present {
+        Some(_) => window::refund(&mut held, &request),
+        None => 0,
+    };
+    if let (Some(key), true) = (&present, given > 0) {
+        match held.counters() {
             // One window (the common case): a buffer for one counter only.
             [one] => {
                 let mut bytes = EncodedOne::default();
@@ -205,15 +208,13 @@ fn run_refund(ctx: Ctx, argv: Argv, argc: c_int) -> c_int {
             }
             _ => {
                 let mut bytes = Encoded::default();
-                encoding::encode_into(&after, &mut bytes);
+                encoding::encode_into(&held, &mut bytes);
                 key.write(bytes.as_bytes(), Expiry::Keep);
             }
         }
-        Some(&after)
-    } else {
-        stored
-    };
-    drop(key);
+    }
+    let now_held = present.is_some().then_some(&held);
+    drop(present);
     stats::record_refund(given);
     reply::decision(ctx, &window::decide(now_held, &request), parsed.details)
 }

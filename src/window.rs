@@ -330,17 +330,15 @@ pub fn counts(stored: Option<&State>, unit: Unit, window: u64, now: u64) -> (Cou
     (counts, judged_at % window)
 }
 
-/// SLIDINGWINDOW.REFUND: writes into `out` the key's state with `req.cost` given back
-/// in each window the request names and the key holds, newest count first (the current
+/// SLIDINGWINDOW.REFUND: gives `req.cost` back, in `state` itself, in each window the request names and the key holds, newest count first (the current
 /// window's, then the previous one's), none below 0, each window judged at the time
 /// `decide` would judge it. Windows not named, and named windows with nothing to give
 /// back, are left exactly as they are; nothing is dropped or reordered. Returns the
-/// units given back, summed over the windows: 0 means `out` equals `stored`.
-pub fn refund_into(stored: &State, req: &Request, out: &mut State) -> u64 {
-    *out = *stored;
+/// units given back, summed over the windows: 0 means `state` is unchanged.
+pub fn refund(state: &mut State, req: &Request) -> u64 {
     let mut given = 0;
     for limit in req.limits {
-        let held = out
+        let held = state
             .counters_mut()
             .iter_mut()
             .find(|c| c.unit == req.unit && c.window == limit.window);

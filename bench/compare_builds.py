@@ -11,6 +11,11 @@ that drift on a shared machine hits both alike. Prints server µs per call (INFO
 commandstats): the 25th percentile of the runs (as `make bench` summarises: noise only
 adds time), the median, and new / old for both.
 
+With `--instructions`, the same cases under callgrind instead (bench/profile_hotpath.py,
+Redis 7.0): instructions per call inside call(), what INFO commandstats times. They do
+not move with the machine's noise, so a 2% difference is visible where the timed runs
+spread more than that (a shared 2-core VM).
+
 Only single-limit cases that the first release already had are compared (CHECK warm and
 new, with `now` and the server's clock, denied, PEEK, DETAILS); an old build need not
 know LIMIT or COUNTS. The answer goes in a closing note, not in bench/results/.
@@ -19,7 +24,10 @@ know LIMIT or COUNTS. The answer goes in a closing note, not in bench/results/.
 from __future__ import annotations
 
 import argparse
+import json
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -40,7 +48,12 @@ def main() -> None:
     ap.add_argument("--server", default="redis7", help="redis7, redis8, valkey8, valkey9")
     ap.add_argument("--runs", type=int, default=15, help="alternating runs per build and case")
     ap.add_argument("--cases", default=",".join(CASES))
+    ap.add_argument("--instructions", action="store_true",
+                    help="compare instructions per call under callgrind instead of time")
     args = ap.parse_args()
+    if args.instructions:
+        instructions(args)
+        return
 
     now = int(time.time())
     wanted = args.cases.split(",")
@@ -78,6 +91,26 @@ def main() -> None:
     finally:
         for srv in servers.values():
             srv.cleanup()
+
+
+def instructions(args: argparse.Namespace) -> None:
+    """Instructions per call inside call() for each build (profile_hotpath's callgrind)."""
+    builds = {"old": Path(args.old).resolve(), "new": Path(args.new).resolve()}
+    per: dict[str, dict] = {}
+    for name, so in builds.items():
+        with tempfile.TemporaryDirectory(prefix="compare-ir-") as out:
+            subprocess.run([sys.executable, str(Path(__file__).with_name("profile_hotpath.py")),
+                            "--no-perf", "--cases", args.cases, "--module", str(so),
+                            "--out", out], check=True, stdout=sys.stderr)
+            per[name] = json.loads((Path(out) / "callgrind-summary.json").read_text())["callgrind"]
+    print("Redis 7.0 under callgrind, instructions per call inside call() (what INFO "
+          "commandstats times)")
+    print(f"old: {builds['old']}\nnew: {builds['new']}")
+    print("| case | old | new | new / old |\n|---|---:|---:|---:|")
+    for key in args.cases.split(","):
+        o, n = per["old"][key], per["new"][key]
+        a, b = o["call_ir_per_command"], n["call_ir_per_command"]
+        print(f"| {o['case']} | {a:,.0f} | {b:,.0f} | {b / a:.3f} |")
 
 
 if __name__ == "__main__":

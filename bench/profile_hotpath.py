@@ -44,14 +44,15 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from bench import DEFAULT_MODULE, seed_script
-from measure import warm_case
+from bench import DEFAULT_MODULE, LUA_LIBRARY, seed_script
+from measure import warm_case, warm_stream
 from report import ROOT, machine_info
 from resp import Conn, batches_of, classify, count_cmds, resp, show_cmd
 from servers import Server, binary
-from workloads import Case, Ids, ident, make_cases
+from workloads import Case, Ids, Zipf, ident, make_cases
 
 OUT = ROOT / "bench" / "profile"
+STREAM_WARM = 20_000  # the stream's draws before profiling (make bench: 200,000)
 DEFAULT_CASES = ("check,check_clock,check_new,check_new_clock,denied,peek,details,setpxat,"
                  "setpxat_new,set,get,incr,seed")
 
@@ -247,9 +248,17 @@ def case_server(args: argparse.Namespace, cases: list[str], keyspace: int,
         sha = srv.r.script_load(seed.read_text()) if seed else None
         now = int(time.time())
         by = {c.key: c for c in make_cases(sha, now)}
+        if "stream_lua" in cases:
+            srv.r.execute_command("FUNCTION", "LOAD", "REPLACE", LUA_LIBRARY.read_text())
         for k in cases:
             log(f"  warming {k} ({keyspace} keys)")
             warm_case(srv, by[k], keyspace)
+        stream = [by[k] for k in cases if by[k].keys == "stream"]
+        if stream:
+            # The stream's history, as `make bench` writes it before measuring.
+            log(f"  warming the stream ({STREAM_WARM} draws)")
+            warm_stream(srv, stream, Ids(keyspace, 1, Zipf()).for_run("stream", -1,
+                                                                   STREAM_WARM, 0))
     except BaseException:
         srv.cleanup()
         raise
@@ -258,10 +267,12 @@ def case_server(args: argparse.Namespace, cases: list[str], keyspace: int,
 
 def run_ids(case: Case, keyspace: int, n: int, seed: int, cycle: int = 0) -> list[int]:
     """Warm cases: random ids of the keyspace. New-key cases: ids never written, each
-    once (`cycle` picks a range of its own)."""
-    ids = Ids(keyspace, seed, None)
+    once (`cycle` picks a range of its own). Stream cases: draws of the Zipf stream."""
+    ids = Ids(keyspace, seed, Zipf() if case.keys == "stream" else None)
     if case.keys == "new":
         return ids.fresh(cycle, n, n)
+    if case.keys == "stream":
+        return ids.for_run("stream", cycle, n, n)
     return ids.for_run("warm", cycle, n, n)
 
 

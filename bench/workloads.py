@@ -176,6 +176,10 @@ def make_cases(sha: str | None, now: int, extra_commands: Sequence[str] = (),
         module_case("refund", "REFUND, warm keys, now",
                     sw("SLIDINGWINDOW.REFUND", "swr", limit, now), "swr", "COST", limit // 4,
                     stat="slidingwindow.refund"),
+        # The allowed CHECK that REFUND is judged against: on keys holding what the
+        # refund case's keys hold (two-byte counts, replies of four digits).
+        module_case("check_held", "CHECK, warm keys holding a quarter of the limit, now",
+                    check("swh", limit, now), "swh", "COST", limit // 4),
         module_case("details", "CHECK DETAILS, warm keys, now",
                     check("swx", limit, now, "DETAILS"), "swx", lines=7, pats=(A6, D6)),
         # Issue 11: the same call with two more limits, in one key holding three windows.

@@ -6,8 +6,9 @@
  * server with the module: the server stopped (connections refused) or frozen (SIGSTOP);
  * the time of the first failed call, then 1,000 sequential calls (all answered without
  * Redis) and their total time; then the server back (started again on its port, or
- * SIGCONT) and the time until a call is limited by Redis again (a CHECK that is not degraded).
- * Writes bench/results/node-outage.md and prints it.
+ * SIGCONT) and the time until a call is limited by Redis again (a CHECK that is not degraded),
+ * and until the client itself is connected again (its own reconnect backoff). The servers:
+ * SW_NODE_KINDS (default redis7,valkey9). Writes bench/results/node-outage.md and prints it.
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -17,19 +18,29 @@ import { SlidingWindowRateLimiter } from '../src';
 import { connect, type Lib } from '../test/helpers/clients';
 import { REPO, startServer, type KindName } from '../test/helpers/servers';
 
-const KIND = (process.env.SW_NODE_KINDS?.split(',')[0] ?? 'redis7') as KindName;
+const KINDS = (process.env.SW_NODE_KINDS ?? 'redis7,valkey9').split(',') as KindName[];
+const OUTAGE_MS = 3000;
 const CALLS = 1000;
 const quiet = { warn: () => undefined, error: () => undefined };
 
-interface Row { lib: Lib; state: 'stopped' | 'frozen'; firstMs: number; allMs: number; allOpen: boolean; backMs: number; probes: number }
+interface Row {
+  kind: KindName; lib: Lib; state: 'stopped' | 'frozen'; firstMs: number; allMs: number; allOpen: boolean;
+  backMs: number; clientMs: number; probes: number;
+}
 
-async function measure(lib: Lib, state: Row['state']): Promise<Row> {
-  const server = await startServer(KIND);
+function clientReady(client: object): boolean {
+  const c = client as { status?: string; isReady?: boolean };
+  return c.status === 'ready' || c.isReady === true;
+}
+
+async function measure(kind: KindName, lib: Lib, state: Row['state']): Promise<Row> {
+  const server = await startServer(kind);
   const handle = await connect(lib, server.port);
   const limiter = new SlidingWindowRateLimiter(handle.client, { prefix: `outage:${lib}:${state}:`, logger: quiet });
   try {
     for (let i = 0; i < 10; i++) await limiter.check('k', 1000000, 60);
     if (state === 'stopped') await server.stop(); else server.pause();
+    const down = performance.now();
     await sleep(50);
     let t = performance.now();
     const first = await limiter.check('k', 1000000, 60);
@@ -42,16 +53,21 @@ async function measure(lib: Lib, state: Row['state']): Promise<Row> {
       allOpen &&= r.allowed && r.degraded;
     }
     const allMs = performance.now() - t;
-    await sleep(1500); // an outage that lasts a while: the probes keep failing
+    // An outage of 3 s: the probes keep failing, the client's own reconnect backoff grows.
+    await sleep(OUTAGE_MS - (performance.now() - down));
     if (state === 'stopped') await server.start(); else server.resume();
     t = performance.now();
     let backMs = Number.NaN;
-    while (performance.now() - t < 15000) {
-      const r = await limiter.check('k', 1000000, 60);
-      if (!r.degraded) { backMs = performance.now() - t; break; }
+    let clientMs = Number.NaN;
+    while (performance.now() - t < 15000 && (Number.isNaN(backMs) || Number.isNaN(clientMs))) {
+      if (Number.isNaN(clientMs) && clientReady(handle.client)) clientMs = performance.now() - t;
+      if (Number.isNaN(backMs)) {
+        const r = await limiter.check('k', 1000000, 60);
+        if (!r.degraded) backMs = performance.now() - t;
+      }
       await sleep(5);
     }
-    return { lib, state, firstMs, allMs, allOpen, backMs, probes: limiter.circuit.probes };
+    return { kind, lib, state, firstMs, allMs, allOpen, backMs, clientMs, probes: limiter.circuit.probes };
   } finally {
     await handle.close();
     await server.cleanup();
@@ -60,22 +76,25 @@ async function measure(lib: Lib, state: Row['state']): Promise<Row> {
 
 async function main(): Promise<void> {
   const rows: Row[] = [];
-  for (const lib of ['ioredis', 'node-redis'] as Lib[]) {
-    for (const state of ['stopped', 'frozen'] as const) {
-      const row = await measure(lib, state);
-      console.error(JSON.stringify(row));
-      rows.push(row);
+  for (const kind of KINDS) {
+    for (const lib of ['ioredis', 'node-redis'] as Lib[]) {
+      for (const state of ['stopped', 'frozen'] as const) {
+        const row = await measure(kind, lib, state);
+        console.error(JSON.stringify(row));
+        rows.push(row);
+      }
     }
   }
+  const names: Record<KindName, string> = { redis7: 'Redis 7.0', redis8: 'Redis 8.2', valkey8: 'Valkey 8.1', valkey9: 'Valkey 9.1' };
   const version = (name: string): string => (require(`${name}/package.json`) as { version: string }).version;
   let commit = 'unknown';
   try { commit = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim(); } catch { /* not a checkout */ }
   const lines = [
-    `Measured by \`npm run bench:outage\` at ${commit} on ${KIND}, ioredis ${version('ioredis')} and redis (node-redis) ${version('redis')} at their defaults, the limiter at its defaults (timeoutMs 500, probeIntervalMs 1000, fail-open):`,
+    `Measured by \`npm run bench:outage\` at ${commit} on ${KINDS.map((k) => names[k]).join(' and ')}, a ${OUTAGE_MS / 1000} s outage, ioredis ${version('ioredis')} and redis (node-redis) ${version('redis')} at their defaults, the limiter at its defaults (timeoutMs 500, probeIntervalMs 1000, fail-open):`,
     '',
-    `| client | server | first failed call | the next ${CALLS.toLocaleString('en')} calls (all) | all allowed, degraded | limiting back after the server was | probes |`,
-    '|---|---|---|---|---|---|---|',
-    ...rows.map((r) => `| ${r.lib} | ${r.state === 'stopped' ? 'stopped (refused)' : 'frozen (SIGSTOP)'} | ${r.firstMs.toFixed(0)} ms | ${r.allMs.toFixed(1)} ms | ${r.allOpen ? 'yes' : 'NO'} | ${(r.backMs / 1000).toFixed(2)} s | ${r.probes} |`),
+    `| server | client | outage | first failed call | the next ${CALLS.toLocaleString('en')} calls (all) | all allowed, degraded | limiting back after the server was | the client itself reconnected after | probes |`,
+    '|---|---|---|---|---|---|---|---|---|',
+    ...rows.map((r) => `| ${names[r.kind]} | ${r.lib} | ${r.state === 'stopped' ? 'stopped (refused)' : 'frozen (SIGSTOP)'} | ${r.firstMs.toFixed(0)} ms | ${r.allMs.toFixed(1)} ms | ${r.allOpen ? 'yes' : 'NO'} | ${(r.backMs / 1000).toFixed(2)} s | ${(r.clientMs / 1000).toFixed(2)} s | ${r.probes} |`),
     '',
   ];
   const text = lines.join('\n');

@@ -5,7 +5,7 @@
  * limiter at its defaults (timeoutMs 500, probeIntervalMs 1000, fail-open), on a real
  * server with the module: the server stopped (connections refused) or frozen (SIGSTOP);
  * the time of the first failed call, then 1,000 sequential calls (all answered without
- * Redis) and their total time; the outage goes on (3, 4 or 5 s, one run each) with a call
+ * Redis) and their total time; the outage goes on (3, 3.35 or 3.7 s, one run each: the server comes back at a different point of the probe interval and of the client's backoff) with a call
  * every 5 ms; then the server back (started again on its port, or SIGCONT) and the time until a call is limited by Redis again (a CHECK that is not degraded),
  * and until the client itself is connected again (its own reconnect backoff). The servers:
  * SW_NODE_KINDS (default redis7,valkey9). Writes bench/results/node-outage.md and prints it.
@@ -20,7 +20,7 @@ import { REPO, startServer, type KindName } from '../test/helpers/servers';
 
 const KINDS = (process.env.SW_NODE_KINDS ?? 'redis7,valkey9').split(',') as KindName[];
 /** One run per outage length: the client's backoff is at a different point of its schedule when the server comes back. */
-const OUTAGES_MS = [3000, 4000, 5000];
+const OUTAGES_MS = [3000, 3350, 3700];
 const CALLS = 1000;
 const quiet = { warn: () => undefined, error: () => undefined };
 
@@ -54,7 +54,7 @@ async function measure(kind: KindName, lib: Lib, state: Row['state'], outageMs: 
       allOpen &&= r.allowed && r.degraded;
     }
     const allMs = performance.now() - t1;
-    // An outage of 3 to 5 s, with calls going on (one every 5 ms, as in a service under load): the
+    // An outage of 3 to 3.7 s, with calls going on (one every 5 ms, as in a service under load): the
     // probes keep failing, one a second, and the client's own reconnect backoff grows. The
     // calls go on while the server comes back, so the server answers again at any point of
     // the probe interval.

@@ -103,6 +103,38 @@ function scenario(kind: KindName, lib: Lib): void {
     });
   }
 
+  test(`the server stopped again while the spare connection carries the calls: a second outage, nothing thrown (${lib})`, async (t) => {
+    const server = await startServer(kind);
+    const handle = await connect(lib, server.port);
+    const log = new Lines();
+    const limiter = new SlidingWindowRateLimiter(handle.client, { logger: log, probeIntervalMs: 200 });
+    try {
+      await limiter.check('b', 5, 60);
+      await server.stop();
+      const stopped = performance.now();
+      while (performance.now() - stopped < 3000) {
+        assert.equal((await limiter.check('b', 5, 60)).degraded, true);
+        await sleep(10);
+      }
+      await server.start();
+      await until('recovery', async () => !(await limiter.check('b', 5, 60)).degraded);
+      if (clientReady(handle.client)) {
+        t.skip('the client reconnected before the spare connection was needed');
+        return;
+      }
+      await server.stop();
+      await until('the second outage', async () => (await limiter.check('b', 5, 60)).degraded);
+      assert.equal(limiter.circuit.outages, 2);
+      assert.equal(log.warnings.length, 3);
+      await server.start();
+      await until('recovery', async () => !(await limiter.check('b', 5, 60)).degraded);
+      assert.equal(log.warnings.length, 4);
+    } finally {
+      await handle.close();
+      await server.cleanup();
+    }
+  });
+
   test(`server frozen (SIGSTOP): the call times out after timeoutMs, then answers at once (${lib})`, async () => {
     const server = await startServer(kind);
     const handle = await connect(lib, server.port);

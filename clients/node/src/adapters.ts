@@ -5,11 +5,40 @@
  */
 
 /** Sends one command (name first); `key` routes it in a cluster. */
-export interface Adapter {
-  readonly kind: string;
+export interface Sender {
   send(key: string, args: readonly string[], readonly: boolean): Promise<unknown>;
+}
+
+/**
+ * Where the client is: `ready` (commands are written at once), `reconnecting` (its socket is
+ * down and it waits out its own reconnect backoff; commands wait in its offline queue), or
+ * `closed` (closed by its owner: commands are refused).
+ */
+export type ClientState = 'ready' | 'reconnecting' | 'closed';
+
+/**
+ * A connection of the limiter's own, opened with the client's options (address, TLS,
+ * credentials, database) but no reconnects and no offline queue: it fails at once when the
+ * server is not there. `connected` settles when it can take commands.
+ */
+export interface Spare extends Sender {
+  readonly connected: Promise<void>;
+  /** False once its connection is gone (it never reconnects). */
+  alive(): boolean;
+  /** Closes it after the replies still due (no throw). */
+  close(): void;
+  /** Closes it now, connecting or not (no throw). */
+  destroy(): void;
+}
+
+export interface Adapter extends Sender {
+  readonly kind: string;
   /** One sender per primary (single node: the client itself), for FUNCTION LOAD. */
   primaries(): Promise<Array<(args: readonly string[]) => Promise<unknown>>>;
+  /** The client's state; absent (clusters, a bare sendCommand): always taken as ready. */
+  state?(): ClientState;
+  /** A new spare connection with the client's options, connecting (single-node ioredis and node-redis). */
+  spare?(): Spare;
 }
 
 /** A function that sends one command, e.g. `(...args) => client.sendCommand(args)` (one node). */
@@ -20,6 +49,10 @@ export type RedisClientLike = object | SendCommandFn | Adapter;
 
 interface IoRedisLike {
   call(command: string, ...args: string[]): Promise<unknown>;
+  status?: string;
+  duplicate?(override: object): IoRedisLike & {
+    connect(): Promise<void>; quit(): Promise<unknown>; disconnect(): void; on(event: 'error', l: () => void): unknown;
+  };
 }
 interface IoClusterLike {
   isCluster: true;
@@ -28,6 +61,12 @@ interface IoClusterLike {
 }
 interface NodeRedisLike {
   sendCommand(args: string[]): Promise<unknown>;
+  isOpen?: boolean;
+  isReady?: boolean;
+  options?: { socket?: object };
+  duplicate?(overrides: object): NodeRedisLike & {
+    connect(): Promise<unknown>; close(): Promise<void>; destroy(): void; on(event: 'error', l: () => void): unknown;
+  };
 }
 interface NodeClusterLike {
   masters: unknown[];
@@ -109,6 +148,25 @@ export function adapterFor(client: RedisClientLike): Adapter {
       kind: 'ioredis',
       send: (_key, args) => redis.call(args[0]!, ...args.slice(1)),
       primaries: async () => [(args) => redis.call(args[0]!, ...args.slice(1))],
+      ...(typeof redis.status === 'string' && typeof redis.duplicate === 'function' ? {
+        // 'wait' (lazyConnect, not used yet): its first command connects it, as before.
+        state: (): ClientState => (redis.status === 'ready' || redis.status === 'wait' ? 'ready'
+          : redis.status === 'end' ? 'closed' : 'reconnecting'),
+        spare(): Spare {
+          const c = redis.duplicate!({
+            lazyConnect: true, retryStrategy: () => null, enableOfflineQueue: false,
+            maxRetriesPerRequest: 0, reconnectOnError: null, autoResubscribe: false,
+          });
+          c.on('error', () => undefined);
+          return {
+            connected: c.connect(),
+            send: (_key, args) => c.call(args[0]!, ...args.slice(1)),
+            alive: () => c.status !== 'end' && c.status !== 'close',
+            close: () => { c.quit().catch(() => c.disconnect()); },
+            destroy: () => c.disconnect(),
+          };
+        },
+      } : {}),
     };
   }
   if (Array.isArray((client as { masters?: unknown }).masters) && has(client, 'sendCommand')) {
@@ -128,6 +186,23 @@ export function adapterFor(client: RedisClientLike): Adapter {
       kind: 'node-redis',
       send: (_key, args) => redis.sendCommand([...args]),
       primaries: async () => [(args) => redis.sendCommand([...args])],
+      ...(typeof redis.isReady === 'boolean' && typeof redis.duplicate === 'function' ? {
+        state: (): ClientState => (redis.isOpen !== true ? 'closed' : redis.isReady === true ? 'ready' : 'reconnecting'),
+        spare(): Spare {
+          const c = redis.duplicate!({
+            socket: { ...redis.options?.socket, reconnectStrategy: false },
+            disableOfflineQueue: true, pingInterval: undefined, clientSideCache: undefined,
+          });
+          c.on('error', () => undefined);
+          return {
+            connected: c.connect().then(() => undefined),
+            send: (_key, args) => c.sendCommand([...args]),
+            alive: () => c.isOpen === true,
+            close: () => { c.close().catch(() => undefined); },
+            destroy: () => { try { c.destroy(); } catch { /* closed already */ } },
+          };
+        },
+      } : {}),
     };
   }
   throw new TypeError('unsupported client: pass an ioredis Redis or Cluster, a node-redis client '

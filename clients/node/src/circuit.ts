@@ -40,6 +40,7 @@ export class Circuit {
   private since = 0;
   private nextProbe = 0;
   private answeredWithout = 0;
+  private sawUnready = false;
 
   constructor(options: CircuitOptions = {}) {
     const interval = options.probeIntervalMs ?? 1000;
@@ -59,12 +60,20 @@ export class Circuit {
     return this.isProbing;
   }
 
-  gate(): Gate {
+  /**
+   * `clientReady`: the client is connected now (false while it waits out its own reconnect
+   * backoff). The first call that finds it connected again after a call of this outage found
+   * it not connected starts a probe at once, without waiting for the next interval.
+   */
+  gate(clientReady = true): Gate {
     if (!this.isDown) return 'call';
     this.answeredWithout += 1;
+    if (!clientReady) this.sawUnready = true;
+    if (this.isProbing) return 'skip';
     const now = performance.now();
-    if (this.isProbing || now < this.nextProbe) return 'skip';
+    if (now < this.nextProbe && !(clientReady && this.sawUnready)) return 'skip';
     this.isProbing = true;
+    this.sawUnready = !clientReady;
     this.probes += 1;
     this.nextProbe = now + this.probeIntervalMs;
     return 'probe';
@@ -78,6 +87,7 @@ export class Circuit {
       this.isDown = true;
       this.since = now;
       this.nextProbe = now + this.probeIntervalMs;
+      this.sawUnready = false;
       this.answeredWithout = 0;
       this.outages += 1;
       const verdict = this.failOpen ? 'allowing (fail-open)' : 'denying (fail-closed)';

@@ -2,7 +2,7 @@
  * The limiter: one SLIDINGWINDOW.CHECK (or FCALL slidingwindow_check) per request, several
  * limits in one call, DETAILS as typed results, and the outage circuit.
  */
-import { adapterFor, type Adapter, type RedisClientLike } from './adapters';
+import { adapterFor, type Adapter, type RedisClientLike, type Sender, type Spare } from './adapters';
 import { Circuit, type Logger } from './circuit';
 import { BackendMissingError, RedisTimeoutError } from './errors';
 import { parseLimits } from './rates';
@@ -81,6 +81,8 @@ export class SlidingWindowRateLimiter {
   readonly timeoutMs: number;
   private readonly adapter: Adapter;
   private backendInUse: Backend;
+  /** The spare connection whose probe closed the circuit, used while the client still reconnects. */
+  private bridge: Spare | undefined;
 
   constructor(client: RedisClientLike, options: LimiterOptions = {}) {
     this.adapter = adapterFor(client);
@@ -136,7 +138,7 @@ export class SlidingWindowRateLimiter {
   /** Deletes the key: every window's counts. Outages are thrown (there is nothing to answer). */
   async reset(id: string): Promise<void> {
     const key = this.prefix + id;
-    await this.adapter.send(key, ['DEL', key], false);
+    await this.via().send(key, ['DEL', key], false);
   }
 
   /** COUNTS: [previous, current, elapsed] of one window of the key. */
@@ -164,19 +166,66 @@ export class SlidingWindowRateLimiter {
   /** The circuit around one call: the reply, or the placeholder during an outage. */
   private async guarded<P>(key: string, op: Op, args: string[], probeOp: Op, probeArgs: string[],
     placeholder: () => P): Promise<unknown> {
-    const gate = this.circuit.gate();
+    const state = this.circuit.down ? this.adapter.state?.() : undefined;
+    const gate = this.circuit.gate(state !== 'reconnecting');
     if (gate === 'skip') return placeholder();
     if (gate === 'probe') {
       // A PEEK (or COUNTS): a probe queued in the client's offline queue counts nothing when it is finally sent.
-      this.send(key, probeOp, probeArgs).then(() => this.circuit.probed(), (err: unknown) => this.circuit.probed(err));
+      this.probe(state, key, probeOp, probeArgs).then(() => this.circuit.probed(), (err: unknown) => this.circuit.probed(err));
       return placeholder();
     }
     try {
       return await this.send(key, op, args);
     } catch (err) {
-      if (this.circuit.failed(err)) return placeholder();
+      if (this.circuit.failed(err)) {
+        this.retireBridge(false);
+        return placeholder();
+      }
       throw err;
     }
+  }
+
+  /**
+   * Through the client when it is connected. While it waits out its own reconnect backoff
+   * (node-redis: up to 2 s plus 200 ms of jitter at its defaults, ioredis: up to 2 s) the
+   * probe would wait in its offline queue until it reconnects, however long after the server
+   * is back: then it goes through a spare connection of the limiter's own that fails at once.
+   * A spare that gets an answer carries the calls until the client is connected again.
+   */
+  private async probe(state: string | undefined, key: string, op: Op, args: string[]): Promise<void> {
+    if (state !== 'reconnecting' || this.adapter.spare === undefined) {
+      await this.send(key, op, args);
+      return;
+    }
+    const spare = this.adapter.spare();
+    try {
+      await this.timed(spare.connected.then(() => this.dispatch(spare, key, op, args)));
+    } catch (err) {
+      spare.destroy();
+      throw err;
+    }
+    if (this.adapter.state?.() === 'reconnecting') {
+      this.retireBridge(true);
+      this.bridge = spare;
+    } else {
+      spare.close();
+    }
+  }
+
+  /** The client, or the bridge while the client reconnects. */
+  private via(): Sender {
+    const bridge = this.bridge;
+    if (bridge === undefined) return this.adapter;
+    if (bridge.alive() && this.adapter.state?.() === 'reconnecting') return bridge;
+    this.retireBridge(true);
+    return this.adapter;
+  }
+
+  private retireBridge(graceful: boolean): void {
+    const bridge = this.bridge;
+    if (bridge === undefined) return;
+    this.bridge = undefined;
+    if (graceful) bridge.close(); else bridge.destroy();
   }
 
   /**
@@ -184,11 +233,11 @@ export class SlidingWindowRateLimiter {
    * timeout but outside the circuit: for the stores' companion keys (the Nest block key).
    */
   command(key: string, args: readonly string[], readonly = false): Promise<unknown> {
-    return this.timed(this.adapter.send(key, args, readonly));
+    return this.timed(this.via().send(key, args, readonly));
   }
 
   private send(key: string, op: Op, args: string[]): Promise<unknown> {
-    return this.timed(this.dispatch(key, op, args));
+    return this.timed(this.dispatch(this.via(), key, op, args));
   }
 
   private timed(call: Promise<unknown>): Promise<unknown> {
@@ -201,11 +250,11 @@ export class SlidingWindowRateLimiter {
     return Promise.race([call, timeout]).finally(() => clearTimeout(timer));
   }
 
-  private async dispatch(key: string, op: Op, args: string[]): Promise<unknown> {
+  private async dispatch(sender: Sender, key: string, op: Op, args: string[]): Promise<unknown> {
     const readonly = op === 'peek' || op === 'counts';
     if (this.backendInUse !== 'library') {
       try {
-        const reply = await this.adapter.send(key, [MODULE_COMMANDS[op], key, ...args], readonly);
+        const reply = await sender.send(key, [MODULE_COMMANDS[op], key, ...args], readonly);
         if (this.backendInUse === 'auto') this.backendInUse = 'module';
         return reply;
       } catch (err) {
@@ -215,7 +264,7 @@ export class SlidingWindowRateLimiter {
     }
     const [fcall, fn] = FUNCTIONS[op];
     try {
-      return await this.adapter.send(key, [fcall, fn, '1', key, ...args], readonly);
+      return await sender.send(key, [fcall, fn, '1', key, ...args], readonly);
     } catch (err) {
       if (/function not found/i.test((err as Error).message ?? '')) {
         throw new BackendMissingError('the server has neither the slidingwindow module nor its Functions '

@@ -19,6 +19,11 @@ class Lines implements Logger {
   error(m: string): void { this.errors.push(m); }
 }
 
+function clientReady(client: object): boolean {
+  const c = client as { status?: string; isReady?: boolean };
+  return c.status === 'ready' || c.isReady === true;
+}
+
 async function until(what: string, ok: () => boolean | Promise<boolean>, ms = 8000): Promise<void> {
   const deadline = Date.now() + ms;
   while (!(await ok())) {
@@ -40,6 +45,7 @@ function scenario(kind: KindName, lib: Lib): void {
       try {
         assert.equal((await limiter.check('o', 5, 60)).degraded, false);
         await server.stop();
+        const stopped = performance.now();
         const first = await limiter.check('o', 5, 60);
         assert.deepEqual([first.allowed, first.degraded], [failOpen, true]);
         assert.equal(log.warnings.length, 1);
@@ -59,24 +65,75 @@ function scenario(kind: KindName, lib: Lib): void {
         assert.equal(limiter.circuit.probing, true);
         assert.equal(log.warnings.length, 1);
         assert.ok(errors.length >= 1);
+        // An outage of 3 s, a call every 10 ms (a probe every 300 ms, failing): the client's
+        // own reconnect backoff has grown (node-redis: 1.6 s then 2 s waits plus up to 200 ms
+        // of jitter, ioredis: about 0.5 s).
+        while (performance.now() - stopped < 3000) {
+          assert.equal((await limiter.check('o', 5, 60)).degraded, true);
+          await sleep(10);
+        }
         await server.start();
         const back = performance.now();
         await until('recovery', async () => !(await limiter.check('o', 5, 60)).degraded, 10000);
+        const resumedMs = performance.now() - back;
         assert.equal(log.warnings.length, 2);
         assert.match(log.warnings[1]!, /Redis reachable again after \d+\.\ds; \d+ requests were answered without it/);
         assert.equal(limiter.circuit.outages, 1);
-        console.log(`# ${kind} ${lib}: limiting resumed ${((performance.now() - back) / 1000).toFixed(2)} s after the server was back`);
+        console.log(`# ${kind} ${lib}: limiting resumed ${(resumedMs / 1000).toFixed(2)} s after the server was back`);
+        // Within one probe interval of the server answering again, whatever the client's own
+        // reconnect delay; margin 250 ms (the spare connection's connect and PEEK, the 20 ms
+        // polling, a shared 2-core machine).
+        assert.ok(resumedMs <= 300 + 250, `limiting resumed ${resumedMs.toFixed(0)} ms after the server was back`);
         // The probes were PEEKs: nothing was counted behind the callers' backs. (The restarted
         // server kept nothing; the recovered CHECK counts 1, and the first failed CHECK, queued
         // in the client's offline queue, may be sent on reconnect: 1 more. PEEK adds its cost.)
         const count = (await limiter.peek('o', 5, 60)).count;
         assert.ok(count === 2 || count === 3, `count ${count}`);
+        // The client reconnects by itself, after its backoff; from then on the calls go
+        // through it and the limiter's spare connection is closed: on the server, only the
+        // client's connection and this CLIENT LIST's.
+        await until('the client reconnected', () => clientReady(handle.client), 10000);
+        assert.equal((await limiter.check('o', 5, 60)).degraded, false);
+        await until('the spare connection closed',
+          async () => (await rawCommand(server.port, 'CLIENT LIST')).split('id=').length - 1 === 2);
       } finally {
         await handle.close();
         await server.cleanup();
       }
     });
   }
+
+  test(`the server stopped again while the spare connection carries the calls: a second outage, nothing thrown (${lib})`, async (t) => {
+    const server = await startServer(kind);
+    const handle = await connect(lib, server.port);
+    const log = new Lines();
+    const limiter = new SlidingWindowRateLimiter(handle.client, { logger: log, probeIntervalMs: 200 });
+    try {
+      await limiter.check('b', 5, 60);
+      await server.stop();
+      const stopped = performance.now();
+      while (performance.now() - stopped < 3000) {
+        assert.equal((await limiter.check('b', 5, 60)).degraded, true);
+        await sleep(10);
+      }
+      await server.start();
+      await until('recovery', async () => !(await limiter.check('b', 5, 60)).degraded);
+      if (clientReady(handle.client)) {
+        t.skip('the client reconnected before the spare connection was needed');
+        return;
+      }
+      await server.stop();
+      await until('the second outage', async () => (await limiter.check('b', 5, 60)).degraded);
+      assert.equal(limiter.circuit.outages, 2);
+      assert.equal(log.warnings.length, 3);
+      await server.start();
+      await until('recovery', async () => !(await limiter.check('b', 5, 60)).degraded);
+      assert.equal(log.warnings.length, 4);
+    } finally {
+      await handle.close();
+      await server.cleanup();
+    }
+  });
 
   test(`server frozen (SIGSTOP): the call times out after timeoutMs, then answers at once (${lib})`, async () => {
     const server = await startServer(kind);

@@ -86,9 +86,9 @@ test-node: build ## The Node client (clients/node): npm ci from the lockfile, th
 	cd clients/node && npm ci --no-audit --no-fund && npm test
 
 # limits' own tests: on the four servers with the module, and through the Functions
-# library on servers without it (managed Redis 7 and Valkey 9, Redis 6.2's EVALSHA, a
+# library on servers without it (all four as managed services, Redis 6.2's EVALSHA, a
 # managed Redis 7 cluster). All of LIBRARY_KINDS: LIMITS_SERVERS=... (testing/python).
-LIMITS_SERVERS ?= redis7,redis8,valkey8,valkey9,redis7-managed,valkey9-managed,redis62
+LIMITS_SERVERS ?= redis7,redis8,valkey8,valkey9,redis7-managed,redis8-managed,valkey8-managed,valkey9-managed,redis62
 test-limits: ## The limits storage: flask-limiter/slowapi examples, limits' own tests (sdist) on every server, module and library
 	$(PYTHON) -m pytest -q examples/limits
 	$(PYTHON) clients/python/limits_suite/run.py -q --sw-servers $(LIMITS_SERVERS) --sw-cluster --sw-clusters cluster-redis7-managed $(LIMITS_ARGS)

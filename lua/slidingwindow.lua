@@ -843,6 +843,8 @@ end
 local last_a1, last_a2, last_limit, last_window -- limit and window: texts, numbers
 local last_sec, last_now -- TIME's seconds: text, number
 local last_at, last_text -- the last expiry written: number, decimal text
+local last_sw, last_sw_text -- the seconds of the last expiry: number, decimal text
+local DIGIT = { [0] = '0', '1', '2', '3', '4', '5', '6', '7', '8', '9' }
 
 -- A state's bytes before its counts: the same for every key counted in the same window
 -- and index, so the last one is kept.
@@ -854,6 +856,17 @@ local function head(window, index)
     head_text = '\161\0' .. varint(window) .. varint(index)
   end
   return head_text
+end
+
+-- The replies {1, count} and {0, estimate}, kept for the small counts: Redis only reads
+-- a returned table.
+local allowed_replies, denied_replies = {}, {}
+
+local function clock_of(t, now) -- TIME's reply, its seconds as a number: the server ms
+  if t then
+    local us = t[2] + 0 -- coerced by arithmetic (cheaper than tonumber)
+    return now * 1000 + (us - us % 1000) / 1000
+  end
 end
 
 -- The reply, or nil when the call is not this case: then also the server ms (if read)
@@ -874,22 +887,21 @@ local function check_one(key, args, writes)
     end
     last_a1, last_a2, last_limit, last_window = a1, a2, limit, window
   end
-  local now, clock
+  local now, t
   if n == 3 then
     now = digits(args[3], MAX)
     if not now then
       return nil -- an option, or a bad now
     end
   else
-    -- TIME's strings, coerced by arithmetic (cheaper than tonumber); the seconds text
-    -- stays the same for a second, and so its number.
-    local t = rcall('TIME')
-    local sec, us = t[1], t[2] + 0
+    -- TIME's seconds text stays the same for a second, and so its number; the
+    -- microseconds are read only when needed (a write, or the general path).
+    t = rcall('TIME')
+    local sec = t[1]
     if sec ~= last_sec then
       last_sec, last_now = sec, sec + 0
     end
     now = last_now
-    clock = now * 1000 + (us - us % 1000) / 1000
   end
   local v = rpcall('GET', key)
   local index, elapsed
@@ -899,11 +911,14 @@ local function check_one(key, args, writes)
   else
     index, elapsed = divmod(now, window)
   end
+  if window ~= head_window or index ~= head_index then
+    head(window, index)
+  end
+  local hd = head_text
   local previous, current = 0, 0
-  local hd = head(window, index)
   if v then
     if typeof(v) ~= 'string' then -- an error (WRONGTYPE): the general path answers it
-      return nil, clock, v
+      return nil, clock_of(t, now), v
     end
     -- Mostly the key is as a call in this window left it: compare its bytes up to the
     -- counts with those, read the two one-byte counts; otherwise decode it.
@@ -918,7 +933,7 @@ local function check_one(key, args, writes)
       local w, i
       w, i, c, p = decode_one(v)
       if w ~= window then
-        return nil, clock, v
+        return nil, clock_of(t, now), v
       end
       if index < i then -- a clock behind: judged at the counter's window
         index, elapsed = i, 0
@@ -931,12 +946,23 @@ local function check_one(key, args, writes)
       end
     end
   end
-  local est = floor(previous * ((window - elapsed) / window) + current) -- estimate()
+  local est = current -- estimate(), its floor as y - y % 1 (exact for y >= 0)
+  if previous ~= 0 then
+    local y = previous * ((window - elapsed) / window) + current
+    est = y - y % 1
+  end
   if limit < 1 or est > limit - 1 then
-    return { 0, est }
+    local r = denied_replies[est]
+    if not r then
+      r = { 0, est }
+      if est < 256 then
+        denied_replies[est] = r
+      end
+    end
+    return r
   end
   if writes then
-    clock = clock or server_ms()
+    local clock = clock_of(t, now) or server_ms()
     current = current + 1
     local state = hd .. (varints[current] or varint(current))
       .. (varints[previous] or varint(previous))
@@ -944,7 +970,17 @@ local function check_one(key, args, writes)
     if at == last_at then -- calls in the same ms with the same window: the same text
       at = last_text
     elseif at <= MAX then
-      last_at, last_text = at, format('%d', at)
+      -- Its decimal: the seconds' (kept: the same for a second) and three digits of ms.
+      local ms = clock % 1000
+      local sw = (clock - ms) / 1000 + 2 * window
+      if sw ~= last_sw then
+        last_sw, last_sw_text = sw, format('%d', sw)
+      end
+      local o = ms % 10
+      local t2 = (ms - o) / 10
+      local d = t2 % 10
+      local c = (t2 - d) / 10
+      last_at, last_text = at, last_sw_text .. DIGIT[c] .. DIGIT[d] .. DIGIT[o]
       at = last_text
     else
       local lw = big(window * 1000)
@@ -955,7 +991,15 @@ local function check_one(key, args, writes)
       return e
     end
   end
-  return { 1, est + 1 }
+  est = est + 1
+  local r = allowed_replies[est]
+  if not r then
+    r = { 1, est }
+    if est < 256 then
+      allowed_replies[est] = r
+    end
+  end
+  return r
 end
 
 local function arity(name)

@@ -843,126 +843,197 @@ end
 local last_a1, last_a2, last_limit, last_window -- limit and window: texts, numbers
 local last_sec, last_now -- TIME's seconds: text, number
 local last_at, last_text -- the last expiry written: number, decimal text
+local last_sw, last_sw_text -- the seconds of the last expiry: number, decimal text
+local DIGIT = { [0] = '0', '1', '2', '3', '4', '5', '6', '7', '8', '9' }
 
 -- A state's bytes before its counts: the same for every key counted in the same window
 -- and index, so the last one is kept.
 local head_window, head_index, head_text
+local prev_text -- the same for the window before (nil for index 0): a key not yet counted
+                -- in this window, as the last window left it
 
 local function head(window, index)
   if window ~= head_window or index ~= head_index then
     head_window, head_index = window, index
     head_text = '\161\0' .. varint(window) .. varint(index)
+    prev_text = index >= 1 and '\161\0' .. varint(window) .. varint(index - 1) or nil
   end
   return head_text
 end
 
--- The reply, or nil when the call is not this case: then also the server ms (if read)
--- and GET's reply (if read), for the general path to go on from.
-local function check_one(key, args, writes)
-  local n = #args
-  if n ~= 2 and n ~= 3 then
-    return nil
+-- The replies {1, count} and {0, estimate}, kept for the small counts: Redis only reads
+-- a returned table.
+local allowed_replies, denied_replies = {}, {}
+
+local function clock_of(t, now) -- TIME's reply, its seconds as a number: the server ms
+  if t then
+    local us = t[2] + 0 -- coerced by arithmetic (cheaper than tonumber)
+    return now * 1000 + (us - us % 1000) / 1000
   end
-  local a1, a2 = args[1], args[2]
-  local limit, window
-  if a1 == last_a1 and a2 == last_a2 then -- the last call's limit and window again
-    limit, window = last_limit, last_window
-  else
-    limit, window = digits(a1, MAX), digits(a2, MAX_WINDOW_S)
-    if not limit or not window or window == 0 then
-      return nil
+end
+
+-- CHECK and PEEK: the common call answered here (the least work before it: it is most
+-- calls); any other goes to the general path, with the server ms (if read) and GET's
+-- reply (if read) to go on from.
+local function fast_first(general, writes)
+  return function(keys, args)
+    if not floor then
+      bind()
     end
-    last_a1, last_a2, last_limit, last_window = a1, a2, limit, window
-  end
-  local now, clock
-  if n == 3 then
-    now = digits(args[3], MAX)
-    if not now then
-      return nil -- an option, or a bad now
+    if #keys ~= 1 then
+      return general(keys, args)
     end
-  else
-    -- TIME's strings, coerced by arithmetic (cheaper than tonumber); the seconds text
-    -- stays the same for a second, and so its number.
-    local t = rcall('TIME')
-    local sec, us = t[1], t[2] + 0
-    if sec ~= last_sec then
-      last_sec, last_now = sec, sec + 0
+    local key = keys[1]
+    local n = #args
+    if n ~= 2 and n ~= 3 then
+      return general(keys, args)
     end
-    now = last_now
-    clock = now * 1000 + (us - us % 1000) / 1000
-  end
-  local v = rpcall('GET', key)
-  local index, elapsed
-  if now + window <= MAX then -- then now / window cannot round up to the next integer
-    elapsed = now % window
-    index = (now - elapsed) / window
-  else
-    index, elapsed = divmod(now, window)
-  end
-  local previous, current = 0, 0
-  local hd = head(window, index)
-  if v then
-    if typeof(v) ~= 'string' then -- an error (WRONGTYPE): the general path answers it
-      return nil, clock, v
-    end
-    -- Mostly the key is as a call in this window left it: compare its bytes up to the
-    -- counts with those, read the two one-byte counts; otherwise decode it.
-    local h = #hd
-    local c, p
-    if #v == h + 2 and strfind(v, hd, 1, true) == 1 then
-      c, p = byte(v, h + 1, h + 2)
-    end
-    if c and c < 128 and p < 128 then
-      previous, current = p, c
+    local a1, a2 = args[1], args[2]
+    local limit, window
+    if a1 == last_a1 and a2 == last_a2 then -- the last call's limit and window again
+      limit, window = last_limit, last_window
     else
-      local w, i
-      w, i, c, p = decode_one(v)
-      if w ~= window then
-        return nil, clock, v
+      limit, window = digits(a1, MAX), digits(a2, MAX_WINDOW_S)
+      if not limit or not window or window == 0 then
+        return general(keys, args)
       end
-      if index < i then -- a clock behind: judged at the counter's window
-        index, elapsed = i, 0
-        hd = head(window, index)
+      last_a1, last_a2, last_limit, last_window = a1, a2, limit, window
+    end
+    local now, t
+    if n == 3 then
+      now = digits(args[3], MAX)
+      if not now then
+        return general(keys, args) -- an option, or a bad now
       end
-      if i == index then
+    else
+      -- TIME's seconds text stays the same for a second, and so its number; the
+      -- microseconds are read only when needed (a write, or the general path).
+      t = rcall('TIME')
+      local sec = t[1]
+      if sec ~= last_sec then
+        last_sec, last_now = sec, sec + 0
+      end
+      now = last_now
+    end
+    local v = rpcall('GET', key)
+    local index, elapsed
+    if now + window <= MAX then -- then now / window cannot round up to the next integer
+      elapsed = now % window
+      index = (now - elapsed) / window
+    else
+      index, elapsed = divmod(now, window)
+    end
+    if window ~= head_window or index ~= head_index then
+      head(window, index)
+    end
+    local hd = head_text
+    local previous, current = 0, 0
+    if v then
+      -- Mostly the key is as a call in this window left it: compare its bytes up to the
+      -- counts with those, read the two one-byte counts; otherwise decode it. An error
+      -- (WRONGTYPE) is a table, of length 0: decode_one refuses it, the general path
+      -- answers it.
+      local h = #hd
+      local c, p
+      if #v == h + 2 and strfind(v, hd, 1, true) == 1 then
+        c, p = byte(v, h + 1, h + 2)
+      end
+      if c and c < 128 and p < 128 then
         previous, current = p, c
-      elseif i + 1 == index then
-        previous = c
+      else
+        c = nil
+        local pt = prev_text
+        if pt and #v == #pt + 2 and strfind(v, pt, 1, true) == 1 then
+          c, p = byte(v, #pt + 1, #pt + 2)
+        end
+        if c and c < 128 and p < 128 then -- counted last window: its count is previous
+          previous = c
+        else
+          local w, i
+          w, i, c, p = decode_one(v)
+          if w ~= window then
+            return general(keys, args, clock_of(t, now), v)
+          end
+          if index < i then -- a clock behind: judged at the counter's window
+            index, elapsed = i, 0
+            hd = head(window, index)
+          end
+          if i == index then
+            previous, current = p, c
+          elseif i + 1 == index then
+            previous = c
+          end
+        end
       end
     end
-  end
-  local est = floor(previous * ((window - elapsed) / window) + current) -- estimate()
-  if limit < 1 or est > limit - 1 then
-    return { 0, est }
-  end
-  if writes then
-    clock = clock or server_ms()
-    current = current + 1
-    local state = hd .. (varints[current] or varint(current))
-      .. (varints[previous] or varint(previous))
-    local at = clock + 2000 * window -- exact whenever it is at most 2^53 - 1
-    if at == last_at then -- calls in the same ms with the same window: the same text
-      at = last_text
-    elseif at <= MAX then
-      last_at, last_text = at, format('%d', at)
-      at = last_text
-    else
-      local lw = big(window * 1000)
-      at = bdecimal(badd(badd(big(clock), lw), lw))
+    local est = current -- estimate(), its floor as y - y % 1 (exact for y >= 0)
+    if previous ~= 0 then
+      local y = previous * ((window - elapsed) / window) + current
+      est = y - y % 1
     end
-    local e = rpcall('SET', key, state, 'PXAT', at)
-    if e.err then -- OOM under EVAL
-      return e
+    if limit < 1 or est > limit - 1 then
+      local r = denied_replies[est]
+      if not r then
+        r = { 0, est }
+        if est < 256 then
+          denied_replies[est] = r
+        end
+      end
+      return r
     end
+    if writes then
+      local clock
+      if t then
+        local us = t[2] + 0 -- coerced by arithmetic (cheaper than tonumber)
+        clock = now * 1000 + (us - us % 1000) / 1000
+      else
+        clock = server_ms()
+      end
+      current = current + 1
+      local state = hd .. (varints[current] or varint(current))
+        .. (varints[previous] or varint(previous))
+      local at = clock + 2000 * window -- exact whenever it is at most 2^53 - 1
+      if at == last_at then -- calls in the same ms with the same window: the same text
+        at = last_text
+      elseif at <= MAX then
+        -- Its decimal: the seconds' (kept: the same for a second) and three digits of ms.
+        local ms = clock % 1000
+        local sw = (clock - ms) / 1000 + 2 * window
+        if sw ~= last_sw then
+          last_sw, last_sw_text = sw, format('%d', sw)
+        end
+        local o = ms % 10
+        local t2 = (ms - o) / 10
+        local d = t2 % 10
+        local c = (t2 - d) / 10
+        last_at, last_text = at, last_sw_text .. DIGIT[c] .. DIGIT[d] .. DIGIT[o]
+        at = last_text
+      else
+        local lw = big(window * 1000)
+        at = bdecimal(badd(badd(big(clock), lw), lw))
+      end
+      local e = rpcall('SET', key, state, 'PXAT', at)
+      if e.err then -- OOM under EVAL
+        return e
+      end
+    end
+    est = est + 1
+    local r = allowed_replies[est]
+    if not r then
+      r = { 1, est }
+      if est < 256 then
+        allowed_replies[est] = r
+      end
+    end
+    return r
   end
-  return { 1, est + 1 }
 end
 
 local function arity(name)
   return "ERR wrong number of arguments for '" .. name .. "' function"
 end
 
--- The general path; clock and got: the server ms and GET's reply, when check_one read them.
+-- The general path; clock and got: the server ms and GET's reply, when fast_first read them.
 local function limiter(name, mode)
   return function(keys, args, clock, got)
     bind()
@@ -1046,23 +1117,6 @@ local function limiter(name, mode)
       end
     end
     return reply(d, req.details)
-  end
-end
-
--- CHECK and PEEK: the common call first (the least work before it: it is most calls).
-local function fast_first(general, writes)
-  return function(keys, args)
-    if not floor then
-      bind()
-    end
-    if #keys == 1 then
-      local r, clock, got = check_one(keys[1], args, writes)
-      if r then
-        return r
-      end
-      return general(keys, args, clock, got)
-    end
-    return general(keys, args)
   end
 end
 

@@ -12,8 +12,8 @@ import { Controller, Get, Module, type INestApplication } from '@nestjs/common';
 import { APP_GUARD, NestFactory } from '@nestjs/core';
 import { ThrottlerGuard, ThrottlerModule, type ThrottlerOptions } from '@nestjs/throttler';
 import { SlidingWindowThrottlerStorage } from '../src';
-import { acrossBoundary, statuses } from './helpers/http';
-import { spreadOverMasters, storeMatrix, type Target } from './helpers/matrix';
+import { acrossBoundary, intoWindow, statuses } from './helpers/http';
+import { TIMEOUT_MS, spreadOverMasters, storeMatrix, type Target } from './helpers/matrix';
 
 /** The tracker: the x-user header (several identities), else the IP as the guard does by default. */
 const byUser = (req: Record<string, unknown>): string => {
@@ -45,7 +45,7 @@ let seq = 0;
 
 function nestScenarios(target: () => Target): void {
   const storage = (): SlidingWindowThrottlerStorage =>
-    new SlidingWindowThrottlerStorage({ client: target().client, prefix: `n${seq++}:` });
+    new SlidingWindowThrottlerStorage({ client: target().client, prefix: `n${seq++}:`, timeoutMs: TIMEOUT_MS });
 
   test('429 at exactly the limit for each identity, with its headers (X-RateLimit-*, Retry-After = blockDuration)', async () => {
     const s = storage();
@@ -93,18 +93,22 @@ function nestScenarios(target: () => Target): void {
 
   test('blockDuration: a refused key stays refused for blockDuration after the window allows again, then counts afresh', async () => {
     const s = storage();
-    const { url, app } = await nestApp(s, [{ ttl: 300, limit: 2, blockDuration: 1500 }]);
+    const { url, app } = await nestApp(s, [{ ttl: 400, limit: 2, blockDuration: 1800 }]);
     try {
+      // Each burst of 3 starts just past a window boundary (a burst across one could let the
+      // third through: the sliding estimate drops as the window moves on).
+      await intoWindow(400, 10);
       assert.deepEqual(await statuses(url, 3), [200, 200, 429]);
       const blockedAt = Date.now();
-      await sleep(700); // two windows later: the window alone would allow
+      await sleep(900); // two windows later: the window alone would allow
       const during = await fetch(url);
-      if (Date.now() - blockedAt < 1300) { // a machine stalled for 0.6 s proves nothing here
+      if (Date.now() - blockedAt < 1500) { // a machine stalled for 0.6 s proves nothing here
         assert.equal(during.status, 429);
         const retry = Number(during.headers.get('retry-after'));
-        assert.ok(retry >= 1 && retry <= 2, `Retry-After ${retry}: ceil of the block key's PTTL (about 0.8 s)`);
+        assert.ok(retry >= 1 && retry <= 2, `Retry-After ${retry}: ceil of the block key's PTTL (about 0.9 s)`);
       }
-      await sleep(Math.max(0, blockedAt + 1600 - Date.now()));
+      await sleep(Math.max(0, blockedAt + 1900 - Date.now()));
+      await intoWindow(400, 10);
       // the blocked requests were not counted: the full limit again
       assert.deepEqual(await statuses(url, 3), [200, 200, 429]);
     } finally {

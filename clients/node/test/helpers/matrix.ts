@@ -13,6 +13,13 @@ import {
 } from './servers';
 
 export type Backend = 'module' | 'library';
+
+/**
+ * The stores' limiter timeout in these tests (default 500 ms): a loaded machine that leaves
+ * a reply for longer would open the circuit (fail-open: every request allowed), which
+ * outage.test.ts tests; here it would only make a limit test prove nothing.
+ */
+export const TIMEOUT_MS = 5000;
 export const BACKENDS: Backend[] = ['module', 'library'];
 
 /** A cell of the matrix, known when the tests are registered (for a test's skip). */

@@ -49,6 +49,7 @@ export type RedisClientLike = object | SendCommandFn | Adapter;
 
 interface IoRedisLike {
   call(command: string, ...args: string[]): Promise<unknown>;
+  options?: { keyPrefix?: string };
   status?: string;
   duplicate?(override: object): IoRedisLike & {
     connect(): Promise<void>; quit(): Promise<unknown>; disconnect(): void; on(event: 'error', l: () => void): unknown;
@@ -56,6 +57,7 @@ interface IoRedisLike {
 }
 interface IoClusterLike {
   isCluster: true;
+  options?: { keyPrefix?: string };
   sendCommand(command: unknown): unknown;
   nodes(role: 'master'): IoRedisLike[];
 }
@@ -102,6 +104,21 @@ function has(obj: object, name: string): boolean {
   return typeof (obj as Record<string, unknown>)[name] === 'function';
 }
 
+/**
+ * ioredis adds its `keyPrefix` only to the keys of the commands it knows (FCALL, DEL, ...),
+ * never to SLIDINGWINDOW.*'s: the module's commands get it here, so the module and the
+ * library name the same key, and DEL / PTTL find what CHECK wrote.
+ */
+function ioPrefixed(prefix: string | undefined, args: readonly string[]): readonly string[] {
+  if (prefix === undefined || prefix === '' || args.length < 2 || !/^SLIDINGWINDOW\./i.test(args[0]!)) return args;
+  return [args[0]!, prefix + args[1]!, ...args.slice(2)];
+}
+
+function ioCall(redis: IoRedisLike, args: readonly string[]): Promise<unknown> {
+  const a = ioPrefixed(redis.options?.keyPrefix, args);
+  return redis.call(a[0]!, ...a.slice(1));
+}
+
 function isAdapter(c: object): c is Adapter {
   return has(c, 'send') && has(c, 'primaries') && typeof (c as Adapter).kind === 'string';
 }
@@ -134,8 +151,11 @@ export function adapterFor(client: RedisClientLike): Adapter {
       kind: 'ioredis-cluster',
       send(key, args) {
         const Command = ioredisCommandClass(cluster);
-        const command = new Command(args[0]!, args.slice(1), { replyEncoding: 'utf8' });
-        command.slot = keySlot(key); // routed like a key's command, MOVED still followed
+        // The cluster's keyPrefix, as its own commands get it (a Command built here has none).
+        const prefix = cluster.options?.keyPrefix;
+        const a = ioPrefixed(prefix, args);
+        const command = new Command(a[0]!, a.slice(1), { replyEncoding: 'utf8', keyPrefix: prefix });
+        command.slot = keySlot((prefix ?? '') + key); // routed like a key's command, MOVED still followed
         cluster.sendCommand(command);
         return command.promise;
       },
@@ -146,7 +166,7 @@ export function adapterFor(client: RedisClientLike): Adapter {
     const redis = client as IoRedisLike;
     return {
       kind: 'ioredis',
-      send: (_key, args) => redis.call(args[0]!, ...args.slice(1)),
+      send: (_key, args) => ioCall(redis, args),
       primaries: async () => [(args) => redis.call(args[0]!, ...args.slice(1))],
       ...(typeof redis.status === 'string' && typeof redis.duplicate === 'function' ? {
         // 'wait' (lazyConnect, not used yet): its first command connects it, as before.
@@ -160,7 +180,7 @@ export function adapterFor(client: RedisClientLike): Adapter {
           c.on('error', () => undefined);
           return {
             connected: c.connect(),
-            send: (_key, args) => c.call(args[0]!, ...args.slice(1)),
+            send: (_key, args) => ioCall(c, args),
             alive: () => c.status !== 'end' && c.status !== 'close',
             close: () => { c.quit().catch(() => c.disconnect()); },
             destroy: () => c.disconnect(),

@@ -10,6 +10,12 @@ export type { Adapter, RedisClientLike, SendCommandFn } from './adapters';
 export { loadLibrary, librarySource, LIBRARY_PATH } from './library';
 export { parseLimits, MAX_LIMITS } from './rates';
 export { rateLimitHeaders, limitsHeaders, limitName, sfString } from './headers';
+export {
+  TrustedProxies, byIp, clientIdentity, clientIp, headerApiKey, headerValues, ipKey, parseIp, requestIdentity,
+} from './identity';
+export type {
+  ApiKeyFn, ClientIdentityOptions, ForwardedFor, HeadersLike, IdentityOptions, RequestLike, TrustedProxiesLike,
+} from './identity';
 export { SlidingWindowStore } from './stores/express';
 export type { ExpressStoreOptions } from './stores/express';
 export { fastifyStore } from './stores/fastify';

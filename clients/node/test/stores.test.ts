@@ -230,7 +230,7 @@ function fastifyScenarios(target: () => Target): void {
 
   test('@fastify/rate-limit: 429 at exactly the limit for each identity, with its headers; each route apart (child)', async () => {
     const app = Fastify();
-    await app.register(fastifyRateLimit as never, { max: 3, timeWindow: 60000, store: storeClass(), keyGenerator });
+    await app.register(fastifyRateLimit, { max: 3, timeWindow: 60000, store: storeClass(), keyGenerator });
     app.get('/a', async () => 'a');
     app.get('/b', { config: { rateLimit: { max: 1, timeWindow: 60000 } } }, async () => 'b');
     const url = await listenFastify(app);
@@ -258,7 +258,7 @@ function fastifyScenarios(target: () => Target): void {
 
   test('@fastify/rate-limit: sliding, not fixed: a burst across a window boundary is refused', async () => {
     const app = Fastify();
-    await app.register(fastifyRateLimit as never, { max: 4, timeWindow: 1000, store: storeClass(), keyGenerator });
+    await app.register(fastifyRateLimit, { max: 4, timeWindow: 1000, store: storeClass(), keyGenerator });
     app.get('/', async () => 'ok');
     const url = `${await listenFastify(app)}/`;
     try {

@@ -19,10 +19,18 @@ export interface FastifyStoreOptions extends LimiterOptions {
 
 type Callback = (error: Error | null, result?: { current: number; ttl: number }) => void;
 
+/** What the plugin passes to child(): the route's merged options, the route under `routeInfo`. */
+interface ChildOptions { routeInfo?: { method?: string; url?: string } }
+
 export interface FastifyRateLimitStore {
   incr(key: string, callback: Callback, timeWindow: number, max: number): void;
   read(key: string, callback: Callback, timeWindow: number, max: number): void;
-  child(routeOptions: { routeInfo?: { method?: string; url?: string } }): FastifyRateLimitStore;
+  /**
+   * `routeOptions` is typed `object`: the plugin declares it as the route's RouteOptions,
+   * with which a `{ routeInfo? }` parameter is not compatible (no property in common), while
+   * it passes the merged options with the route under `routeInfo`.
+   */
+  child(routeOptions: object): FastifyRateLimitStore;
 }
 
 class Store implements FastifyRateLimitStore {
@@ -42,8 +50,8 @@ class Store implements FastifyRateLimitStore {
     }, (err: Error) => callback(err));
   }
 
-  child(routeOptions: { routeInfo?: { method?: string; url?: string } }): FastifyRateLimitStore {
-    const info = routeOptions.routeInfo ?? {};
+  child(routeOptions: object): FastifyRateLimitStore {
+    const info = (routeOptions as ChildOptions).routeInfo ?? {};
     return new Store(this.limiter, `${this.keyPrefix}${info.method ?? ''}${info.url ?? ''}-`);
   }
 }

@@ -1,4 +1,6 @@
 export { SlidingWindowRateLimiter } from './limiter';
+export { DenyCache, DEFAULT_MAX_ENTRIES } from './deny-cache';
+export type { DenyCacheOptions, DenyCacheStats, DenyCacheOption } from './deny-cache';
 export type { Backend, CallOptions, LimiterOptions, LimitsSpec } from './limiter';
 export { RateLimitResult, MultiLimitResult } from './result';
 export type { Limit, WindowCounts } from './result';

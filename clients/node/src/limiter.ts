@@ -4,6 +4,7 @@
  */
 import { adapterFor, type Adapter, type RedisClientLike, type Sender, type Spare } from './adapters';
 import { Circuit, type Logger } from './circuit';
+import { DenyCache, makeDenyCache, type DenyCacheOption, type DenySpec } from './deny-cache';
 import { BackendMissingError, RedisTimeoutError } from './errors';
 import { parseLimits } from './rates';
 import { MultiLimitResult, RateLimitResult, ints, type Limit, type WindowCounts } from './result';
@@ -39,6 +40,12 @@ export interface LimiterOptions {
   timeoutMs?: number;
   /** "auto" (default): the module when the server has it, else the Functions library, found out on the first call. */
   backend?: Backend;
+  /**
+   * Remember refusals until Redis could first allow them, and answer them without Redis
+   * (see DenyCache): true for a default `DenyCache`, or one of your own. Off by default
+   * here, on by default in the stores.
+   */
+  denyCache?: DenyCacheOption;
 }
 
 export interface CallOptions {
@@ -48,6 +55,8 @@ export interface CallOptions {
   ms?: boolean;
   /** The current time in the call's unit; default the server's clock. */
   now?: number;
+  /** false: this call neither reads nor fills the limiter's deny cache. Default true (when it has one). */
+  denyCache?: boolean;
 }
 
 export type LimitsSpec = string | ReadonlyArray<Limit | readonly [number, number]>;
@@ -79,6 +88,8 @@ export class SlidingWindowRateLimiter {
   readonly prefix: string;
   readonly circuit: Circuit;
   readonly timeoutMs: number;
+  /** The refusals answered without Redis (undefined: none); may be set or replaced at any time. */
+  denyCache: DenyCache | undefined;
   private readonly adapter: Adapter;
   private backendInUse: Backend;
   /** The spare connection whose probe closed the circuit, used while the client still reconnects. */
@@ -90,6 +101,12 @@ export class SlidingWindowRateLimiter {
     this.timeoutMs = options.timeoutMs ?? 500;
     this.backendInUse = options.backend ?? 'auto';
     this.circuit = new Circuit(options);
+    this.denyCache = makeDenyCache(options.denyCache);
+  }
+
+  /** The Redis key of an id: `prefix + id` (e.g. for `denyCache.forget(limiter.key(id))`). */
+  key(id: string): string {
+    return this.prefix + id;
   }
 
   /** "module" or "library" once the first call found out; "auto" before. */
@@ -135,10 +152,15 @@ export class SlidingWindowRateLimiter {
     return this.limited('refund', id, toLimits(limits), options);
   }
 
-  /** Deletes the key: every window's counts. Outages are thrown (there is nothing to answer). */
+  /** Deletes the key: every window's counts (and its deny-cache entries). Outages are thrown (there is nothing to answer). */
   async reset(id: string): Promise<void> {
-    const key = this.prefix + id;
-    await this.via().send(key, ['DEL', key], false);
+    const key = this.key(id);
+    this.denyCache?.forget(key);
+    try {
+      await this.via().send(key, ['DEL', key], false);
+    } finally {
+      this.denyCache?.forget(key);
+    }
   }
 
   /** COUNTS: [previous, current, elapsed] of one window of the key. */
@@ -146,7 +168,7 @@ export class SlidingWindowRateLimiter {
     const args = [num('window', window)];
     if (options.now !== undefined) args.push(num('now', options.now));
     if (options.ms === true) args.push('MS');
-    const key = this.prefix + id;
+    const key = this.key(id);
     const reply = await this.guarded(key, 'counts', args, 'counts', args,
       () => ({ previous: 0, current: 0, elapsed: 0, degraded: true }));
     if ('degraded' in (reply as object)) return reply as WindowCounts;
@@ -156,9 +178,30 @@ export class SlidingWindowRateLimiter {
 
   private async limited(op: Op, id: string, limits: Limit[], o: CallOptions): Promise<MultiLimitResult> {
     const args = limitArgs(limits, o);
+    const key = this.key(id);
+    const direct = (): Promise<MultiLimitResult> => this.decide(op, key, limits, args, o);
+    const cache = this.denyCache;
+    if (cache === undefined || o.denyCache === false) return direct();
+    if (this.circuit.down) {
+      // During an outage the cache is emptied and bypassed: the circuit answers as without
+      // it, and a server that comes back may have lost its counts.
+      cache.clear();
+      return direct();
+    }
+    if (op !== 'check' && op !== 'refund') return direct(); // PEEK bypasses it
+    const spec: DenySpec = {
+      key, limits: limits.map((l) => [l.limit, l.window] as const), ms: o.ms === true, now: o.now,
+      cost: o.cost ?? 1, refund: op === 'refund',
+    };
+    // A cluster's TIME goes to some node, whose clock need not be the key's node's.
+    const time = /cluster/i.test(this.adapter.kind) ? undefined : () => this.command(key, ['TIME'], true);
+    return cache.run(spec, direct, time);
+  }
+
+  private async decide(op: Op, key: string, limits: Limit[], args: string[], o: CallOptions): Promise<MultiLimitResult> {
     const ms = o.ms === true;
     const placeholder = (): MultiLimitResult => MultiLimitResult.unavailable(this.circuit.failOpen, limits, ms);
-    const reply = await this.guarded(this.prefix + id, op, args, 'peek', args, placeholder);
+    const reply = await this.guarded(key, op, args, 'peek', args, placeholder);
     if (reply instanceof MultiLimitResult) return reply;
     return MultiLimitResult.fromReply(reply, limits.map((l) => l.window), o.cost ?? 1, ms);
   }

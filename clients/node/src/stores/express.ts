@@ -11,8 +11,12 @@
  * function (a limit per request) it cannot see each request's limit, so it counts every
  * request under `maxLimit` (default 2^53 - 1) and the middleware compares the sliding
  * estimate with the request's limit: refused requests are then counted too.
+ *
+ * `denyCache` (default true): refusals are answered without Redis until Redis could allow
+ * them (see DenyCache); false: this store's calls bypass any cache its limiter has.
  */
 import type { RedisClientLike } from '../adapters';
+import { attachDenyCache } from '../deny-cache';
 import { SlidingWindowRateLimiter, type LimiterOptions } from '../limiter';
 
 const MAX = Number.MAX_SAFE_INTEGER;
@@ -44,13 +48,16 @@ export class SlidingWindowStore {
   // would give back someone else's request. Each is skipped once; unclaimed ones expire.
   private readonly uncounted = new Map<string, { n: number; until: number }>();
   private tracking = false;
+  /** This store's CHECKs go through the limiter's deny cache. */
+  private readonly cached: boolean;
 
   constructor(options: ExpressStoreOptions) {
-    const { client, sendCommand, limiter, maxLimit, ...rest } = options;
+    const { client, sendCommand, limiter, maxLimit, denyCache, ...rest } = options;
     const target = limiter ?? client ?? sendCommand;
     if (target === undefined) throw new TypeError('SlidingWindowStore needs a client, sendCommand or limiter');
     this.limiter = target instanceof SlidingWindowRateLimiter ? target
       : new SlidingWindowRateLimiter(target, { prefix: 'erl:', ...rest });
+    this.cached = attachDenyCache(this.limiter, denyCache ?? true);
     this.prefix = this.limiter.prefix;
     this.maxLimit = maxLimit ?? MAX;
   }
@@ -87,7 +94,7 @@ export class SlidingWindowStore {
 
   async increment(key: string): Promise<ClientRateLimitInfo> {
     const limit = this.countedLimit;
-    const r = await this.limiter.check(key, limit, this.windowMs, { ms: true });
+    const r = await this.limiter.check(key, limit, this.windowMs, { ms: true, denyCache: this.cached });
     if (r.degraded || !r.allowed) this.markUncounted(key);
     if (r.degraded) {
       // Redis was not asked: fail-open answers 0 hits, fail-closed one over the limit.

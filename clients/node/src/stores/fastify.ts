@@ -7,9 +7,11 @@
  * counted and answers current = max + 1 and ttl = ms until the same request is allowed;
  * an allowed one answers its count and the ms until the window is empty. `read` (for
  * `{ increment: false }`) is a PEEK. `child(routeOptions)` keys each route apart, as the
- * plugin's own RedisStore does.
+ * plugin's own RedisStore does. `denyCache` (default true): refusals answered without
+ * Redis until Redis could allow them (see DenyCache); false: the store's calls bypass it.
  */
 import type { RedisClientLike } from '../adapters';
+import { attachDenyCache } from '../deny-cache';
 import { SlidingWindowRateLimiter, type LimiterOptions } from '../limiter';
 
 export interface FastifyStoreOptions extends LimiterOptions {
@@ -34,10 +36,11 @@ export interface FastifyRateLimitStore {
 }
 
 class Store implements FastifyRateLimitStore {
-  constructor(readonly limiter: SlidingWindowRateLimiter, readonly keyPrefix: string) {}
+  constructor(readonly limiter: SlidingWindowRateLimiter, readonly keyPrefix: string, readonly cached: boolean) {}
 
   incr(key: string, callback: Callback, timeWindow: number, max: number): void {
-    this.limiter.check(this.keyPrefix + key, max, Math.max(1, timeWindow), { ms: true }).then((r) => {
+    const options = { ms: true, denyCache: this.cached };
+    this.limiter.check(this.keyPrefix + key, max, Math.max(1, timeWindow), options).then((r) => {
       if (r.degraded) callback(null, { current: r.allowed ? 0 : max + 1, ttl: timeWindow });
       else if (r.allowed) callback(null, { current: r.count, ttl: r.resetAfter });
       else callback(null, { current: Math.max(r.count, max) + 1, ttl: r.retryAfter >= 0 ? r.retryAfter : r.resetAfter });
@@ -52,18 +55,19 @@ class Store implements FastifyRateLimitStore {
 
   child(routeOptions: object): FastifyRateLimitStore {
     const info = (routeOptions as ChildOptions).routeInfo ?? {};
-    return new Store(this.limiter, `${this.keyPrefix}${info.method ?? ''}${info.url ?? ''}-`);
+    return new Store(this.limiter, `${this.keyPrefix}${info.method ?? ''}${info.url ?? ''}-`, this.cached);
   }
 }
 
 /** The store class for @fastify/rate-limit's `store` option. */
 export function fastifyStore(options: FastifyStoreOptions): new (pluginOptions?: unknown) => FastifyRateLimitStore {
-  const { client, limiter, ...rest } = options;
+  const { client, limiter, denyCache, ...rest } = options;
   const target = limiter ?? client;
   if (target === undefined) throw new TypeError('fastifyStore needs a client or a limiter');
   const shared = target instanceof SlidingWindowRateLimiter ? target
     : new SlidingWindowRateLimiter(target, { prefix: 'frl:', ...rest });
+  const cached = attachDenyCache(shared, denyCache ?? true);
   return class FastifySlidingWindowStore extends Store {
-    constructor() { super(shared, ''); }
+    constructor() { super(shared, '', cached); }
   };
 }

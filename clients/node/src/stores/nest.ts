@@ -12,8 +12,13 @@
  * CHECK had counted it, given back with a REFUND, so blocked requests count nothing. The
  * block starts at the first refusal and is not extended by the refusals during it. With
  * `blockDuration <= 0` there is no block key and each call is the CHECK alone.
+ *
+ * `denyCache` (default true): refused CHECKs are answered without Redis until Redis could
+ * allow them (see DenyCache; the block key's PTTL is still read); false: the storage's
+ * calls bypass any cache its limiter has.
  */
 import type { RedisClientLike } from '../adapters';
+import { attachDenyCache } from '../deny-cache';
 import { isOutage } from '../errors';
 import { SlidingWindowRateLimiter, type LimiterOptions } from '../limiter';
 
@@ -36,13 +41,16 @@ const seconds = (ms: number): number => Math.max(0, Math.ceil(ms / 1000));
 
 export class SlidingWindowThrottlerStorage {
   readonly limiter: SlidingWindowRateLimiter;
+  /** This storage's CHECKs go through the limiter's deny cache. */
+  private readonly cached: boolean;
 
   constructor(options: NestStorageOptions) {
-    const { client, limiter, ...rest } = options;
+    const { client, limiter, denyCache, ...rest } = options;
     const target = limiter ?? client;
     if (target === undefined) throw new TypeError('SlidingWindowThrottlerStorage needs a client or a limiter');
     this.limiter = target instanceof SlidingWindowRateLimiter ? target
       : new SlidingWindowRateLimiter(target, { prefix: 'nest:', ...rest });
+    this.cached = attachDenyCache(this.limiter, denyCache ?? true);
   }
 
   /** The block key of a throttler key. */
@@ -76,7 +84,7 @@ export class SlidingWindowThrottlerStorage {
     const blockKey = this.blockKey(key);
     const [blocked, r] = await Promise.all([
       useBlock ? this.blockedFor(blockKey) : Promise.resolve(0),
-      this.limiter.check(key, limit, window, { ms: true }),
+      this.limiter.check(key, limit, window, { ms: true, denyCache: this.cached }),
     ]);
     if (r.degraded) {
       // Redis was not asked: fail-open lets it through, fail-closed refuses it for a window.

@@ -181,7 +181,9 @@ export class SlidingWindowRateLimiter {
     const key = this.key(id);
     const direct = (): Promise<MultiLimitResult> => this.decide(op, key, limits, args, o);
     const cache = this.denyCache;
-    if (cache === undefined || o.denyCache === false) return direct();
+    if (cache === undefined) return direct();
+    // A refund clears the key's cached refusals even when this call bypasses the cache.
+    if (o.denyCache === false && op !== 'refund') return direct();
     if (this.circuit.down) {
       // During an outage the cache is emptied and bypassed: the circuit answers as without
       // it, and a server that comes back may have lost its counts.

@@ -476,6 +476,12 @@ for (const [index, { name, skip }] of selected.entries()) {
             const s = limiter.denyCache!.stats();
             assert.deepEqual([s.hits, s.stored, s.cleared, s.entries], [2, 2, 2, 0]);
             assert.equal(counting.count('CHECK'), 5);
+            // A refund that bypasses the cache clears the key's entries all the same.
+            assert.equal((await limiter.check('a', 1, 60)).allowed, false);
+            assert.equal(limiter.denyCache!.size, 1);
+            await limiter.refund('a', 1, 60, { denyCache: false });
+            assert.equal(limiter.denyCache!.size, 0, 'refund with denyCache: false clears the key too');
+            assert.ok((await limiter.check('a', 1, 60)).allowed, 'straight to Redis, allowed again');
           });
 
           test('off by default, and off sends every call; bounded: maxEntries keys, least recently used out', async () => {

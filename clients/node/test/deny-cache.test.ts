@@ -25,6 +25,7 @@ import { listening, statuses } from './helpers/http';
 import {
   ALL_KINDS, kinds, rawCommand, startLibraryServer, startServer, type KindName, type Server,
 } from './helpers/servers';
+import { prng as rng } from './helpers/prng';
 
 type Backend = 'module' | 'library';
 type Pair = [number, number];
@@ -154,17 +155,6 @@ async function spinUntil(deadline: number): Promise<void> {
     if (left > 25) await sleep(left - 20);
     else await new Promise((ok) => setImmediate(ok));
   }
-}
-
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 /** SLIDINGWINDOW.CHECK (module) or FCALL (library) calls the server has counted. */

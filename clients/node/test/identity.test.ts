@@ -16,6 +16,7 @@ import {
   TrustedProxies, byIp, clientIdentity, clientIp, headerApiKey, ipKey, parseIp, requestIdentity, type RequestLike,
 } from '../src';
 import { REPO } from './helpers/servers';
+import { prng } from './helpers/prng';
 
 const PROXY = '10.0.0.5';
 const TRUSTED = ['10.0.0.0/8', 'fd00::/8'];
@@ -189,18 +190,6 @@ test('over node:http: X-Forwarded-For sent on two lines is read in order; an unt
     { xff: undefined, proxied: 'ip:127.0.0.1', direct: 'key:k1' },
   ]);
 });
-
-/** A small seeded PRNG (mulberry32), so a failure can be replayed. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const PY_IDENTITY = join(REPO, 'clients', 'python', 'src', 'slidingwindow', 'identity.py');
 

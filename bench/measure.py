@@ -158,9 +158,11 @@ def warm_stream(srv: Server, cases: Sequence[Case], ids: Sequence[int]) -> None:
 def server_time(srv: Server, cases: Sequence[Case], cfg: dict[str, int], ids: Ids, now: int,
                 log: Log) -> dict[str, dict[int, list[Run]]]:
     """`repeats` rounds; in each, every case (in a rotated order, to spread the noise) runs
-    n32 calls at pipeline 32 and n1 at pipeline 1. Keys a run creates or ages are
-    deleted after it; the aged keys of round r+1 are written at the start of round r."""
+    n32 calls at pipeline 32 and n1 at pipeline 1 (the stream's cases stream_n32 and
+    stream_n1). Keys a run creates or ages are deleted after it; the aged keys of round
+    r+1 are written at the start of round r."""
     plan = [(32, cfg["n32"]), (1, cfg["n1"])]
+    stream_plan = [(32, cfg["stream_n32"]), (1, cfg["stream_n1"])]
     n_max = max(n for _, n in plan)
     slot = {(r, p): 2 * r + k for r in range(cfg["repeats"]) for k, (p, _) in enumerate(plan)}
     aged = [c for c in cases if c.keys == "aged"]
@@ -176,7 +178,7 @@ def server_time(srv: Server, cases: Sequence[Case], cfg: dict[str, int], ids: Id
             age_round(r + 1)
         order = list(cases[r % len(cases):]) + list(cases[:r % len(cases)])
         for c in order:
-            for p, n in plan:
+            for p, n in stream_plan if c.keys == "stream" else plan:
                 run_ids = ids.for_run(c.keys, slot[(r, p)], n, n_max)
                 runs[c.key][p].append(timed_run(srv, c, run_ids, p))
                 if c.keys in ("new", "aged"):

@@ -168,7 +168,9 @@ def render_markdown(report: dict[str, Any]) -> str:
                  f"{cfg['plain_runs']} alternating runs")
     L.append(f"- stream: {report['stream']['ids']:,} ids, P(rank k) ~ 1/k^"
              f"{report['stream']['exponent']}, limit {report['stream']['limit']} per "
-             f"{report['stream']['window']} s, {cfg['stream_warm']:,} calls of history first")
+             f"{report['stream']['window']} s, {cfg['stream_warm']:,} calls of history first, "
+             f"runs of {cfg.get('stream_n32', cfg['n32']):,} calls at pipeline 32 (and of "
+             f"{cfg.get('stream_n1', cfg['n1']):,} at pipeline 1)")
     L.append("")
 
     srv = judged(report)

@@ -41,6 +41,8 @@ pub fn missing() -> Option<&'static str> {
         RedisModule_StringDMA,
         RedisModule_StringTruncate,
         RedisModule_DeleteKey,
+        RedisModule_GetLFU,
+        RedisModule_SetLFU,
         RedisModule_CreateString,
         RedisModule_StringSet,
         RedisModule_FreeString,

@@ -129,12 +129,22 @@ impl Key {
             Stored::Overwritten
         } else {
             unsafe {
-                // A value of another length goes; its expiry with it (`write` sets it).
-                if self.len != 0 && api!(RedisModule_DeleteKey)(self.ptr) != OK {
-                    return Stored::Failed;
+                // A value of another length goes; its expiry with it (`write` sets it),
+                // and its LFU counter, kept here: under an lfu maxmemory-policy a value
+                // created afresh starts as cold as a new key, so a busy identity's key
+                // would be among the first evicted after each window it rolls over.
+                let mut freq: c_longlong = -1; // -1: not an lfu policy
+                if self.len != 0 {
+                    api!(RedisModule_GetLFU)(self.ptr, &mut freq);
+                    if api!(RedisModule_DeleteKey)(self.ptr) != OK {
+                        return Stored::Failed;
+                    }
                 }
                 if api!(RedisModule_StringTruncate)(self.ptr, bytes.len()) != OK {
                     return Stored::Failed;
+                }
+                if freq >= 0 {
+                    api!(RedisModule_SetLFU)(self.ptr, freq);
                 }
             }
             Stored::Created

@@ -6,7 +6,8 @@
 //!
 //! And the usual path when the length changes (a count crossing a varint boundary, a
 //! window rolling over, a refund shrinking a count): the value is created raw at its new
-//! size, so the next call's read converts nothing, and keeps the expiry it should.
+//! size, so the next call's read converts nothing, and keeps the expiry it should, and
+//! under an lfu maxmemory-policy the key's access counter.
 
 #[macro_use]
 mod support;
@@ -18,6 +19,7 @@ use support::{
 
 on_every_server!(the_fresh_string_fallback_keeps_master_replica_and_aof_alike);
 on_every_server!(a_value_of_a_new_length_is_stored_raw_with_its_expiry);
+on_every_server!(a_value_of_a_new_length_keeps_its_lfu_counter);
 
 const FALLBACK_KEY: &str = "slidingwindow:test:no-in-place";
 const IN_PLACE_KEY: &str = "in-place";
@@ -141,4 +143,49 @@ fn a_value_of_a_new_length_is_stored_raw_with_its_expiry(kind: Kind) {
         lengths_changed >= 4,
         "the steps change the length: {lengths_changed}"
     );
+}
+
+fn a_value_of_a_new_length_keeps_its_lfu_counter(kind: Kind) {
+    // lfu-log-factor 0: every access adds one to the counter (up to 255); lfu-decay-time
+    // 0: it never decays. A new value starts at 5 (LFU_INIT_VAL).
+    let server = Server::start(
+        kind,
+        &[
+            "--maxmemory-policy",
+            "allkeys-lfu",
+            "--lfu-log-factor",
+            "0",
+            "--lfu-decay-time",
+            "0",
+        ],
+    );
+    let mut c = server.connection();
+    let key = "busy";
+    let freq = |c: &mut redis::Connection| -> i64 {
+        redis::cmd("OBJECT").arg("FREQ").arg(key).query(c).unwrap()
+    };
+    let call = |now: u64| sw(key).limit(1000).window(3600).now(now);
+    let mut last_len = 0;
+    let mut changes = 0;
+    // 200 calls (and a GET after each, also an access): the count crosses 127 -> 128 (one
+    // byte more), then two windows later it starts again from 1 (one byte less).
+    for i in 0..200u64 {
+        let now = if i < 150 { 10_000 } else { 17_200 };
+        let before = if i == 0 { 0 } else { freq(&mut c) };
+        let _: Vec<i64> = call(now).cmd(CHECK).query(&mut c).unwrap();
+        let len = get_raw(&mut c, key).expect("the key is written").len();
+        if last_len != 0 && len != last_len {
+            changes += 1;
+            // The counter went on from where it was (the call's own access adds one);
+            // recreated, it would be back at 5.
+            let after = freq(&mut c);
+            assert!(
+                after >= before,
+                "call {i}: OBJECT FREQ {before} -> {after} when the length changed"
+            );
+        }
+        last_len = len;
+    }
+    assert!(changes >= 2, "the calls change the length {changes} times");
+    assert!(freq(&mut c) > 150, "OBJECT FREQ {}", freq(&mut c));
 }

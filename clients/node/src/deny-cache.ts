@@ -6,8 +6,9 @@
  * no other traffic, is allowed; other traffic only raises the counts. So until then the
  * same request (same key, same limits, the same or a larger cost) is refused, and a client
  * that remembers the refusal answers exactly what Redis would answer, without asking it.
- * `DenyCache` remembers, per key and limits, the last refusal and the client instant
- * (`performance.now()`, ms) before which Redis cannot allow it, computed on the safe side:
+ * `DenyCache` remembers, per key, limits and cost (a larger cost would get a longer
+ * `retry_after` from Redis), the last refusal and the client instant (`performance.now()`,
+ * ms) before which Redis cannot allow it, computed on the safe side:
  *
  * - Redis decided at some instant between sending and receiving: the deadline is counted
  *   from the send (`tSend`), so it can only come early.
@@ -51,7 +52,7 @@ const PPM = 500e-6; // clock rates may differ by this much (NTP slews at most 50
 const MARGIN_MS = 1; // taken off every deadline
 const WAIT_TIMEOUT_MS = 5000; // a call waits for another call on the same key this long at the most
 const CLOCK_SAMPLES = 3; // TIME calls per measurement of the offset; the narrowest is kept
-const MAX_PER_KEY = 8; // entries (limit sets x clock kinds) kept under one Redis key
+const MAX_PER_KEY = 8; // entries (limit sets x costs x clock kinds) kept under one Redis key
 
 /** Where one CHECK (or REFUND) meets the cache. */
 export interface DenySpec {
@@ -65,8 +66,10 @@ export interface DenySpec {
   readonly refund: boolean;
 }
 
+// The cost too: a larger cost is refused as long, but Redis answers it a longer
+// retry_after (and other counts), so only the same request gets the cached reply.
 function slotOf(spec: DenySpec): string {
-  return `${spec.ms ? 'ms' : 's'}${spec.now === undefined ? '' : '@'}:${spec.limits.map(([l, w]) => `${l}/${w}`).join(',')}`;
+  return `${spec.ms ? 'ms' : 's'}${spec.now === undefined ? '' : '@'}:${spec.limits.map(([l, w]) => `${l}/${w}`).join(',')}x${spec.cost}`;
 }
 
 interface Flight {
@@ -82,7 +85,6 @@ function flight(): Flight {
 
 interface Entry {
   result: MultiLimitResult;
-  cost: number;
   never: boolean;
   /** performance.now() ms (server clock); units (explicit now). */
   deadline: number;
@@ -264,9 +266,7 @@ export class DenyCache {
     const live = entry.never
       || (spec.now === undefined && t < entry.deadline)
       || (spec.now !== undefined && entry.origin <= spec.now && spec.now < entry.deadline);
-    const covered = spec.cost >= entry.cost
-      && (entry.never || spec.limits.every(([limit]) => spec.cost <= limit));
-    if (live && covered) {
+    if (live) {
       this.counters.hits += 1;
       return [countDown(entry.result, spec.cost, elapsedUnits(spec, entry, t)), undefined, undefined];
     }
@@ -358,7 +358,6 @@ export class DenyCache {
       const never = answer.retryAfter < 0;
       const fresh: Entry = {
         result: answer,
-        cost: spec.cost,
         never,
         deadline: never ? Infinity : this.deadline(spec, answer, tSend),
         origin: spec.now ?? tRecv,

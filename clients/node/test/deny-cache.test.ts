@@ -113,13 +113,14 @@ function timeMs(reply: unknown): number {
 }
 
 /**
- * The server instant (ms) from which the refused request is allowed lies in
- * [allowedFrom(t1), allowedFrom(t2)]: the server decided between the two TIMEs, at its
- * clock floored to ms (or seconds) and allows from that instant plus retry_after.
+ * The earliest server instant (ms) at which the refused request can be allowed: the server
+ * decided at or after the first TIME, at its clock floored to ms (or seconds), and allows
+ * from that instant plus retry_after. A cached refusal must come before it, and a PEEK
+ * that allows after it.
  */
-function allowedFrom(decided: { t1: number; t2: number; reply: unknown[] }, ms: boolean, bound: 't1' | 't2' = 't2'): number {
+function allowedFrom(decided: { t1: number; t2: number; reply: unknown[] }, ms: boolean): number {
   const retry = Number(decided.reply[4]);
-  const t = Math.floor(decided[bound]);
+  const t = Math.floor(decided.t1);
   return ms ? t + retry : (Math.floor(t / 1000) + retry) * 1000;
 }
 
@@ -214,7 +215,7 @@ async function exactness(client: object, judge: IORedis, run: ExactnessRun, dura
   const cachedCheck = async (target?: number): Promise<MultiLimitResult | null> => {
     const sent = counting.count('CHECK', key);
     const decided = counting.decided.get(key)!;
-    const allowedAt = allowedFrom(decided, ms); // the latest it can be
+    const allowedAt = allowedFrom(decided, ms);
     const entry = entryOf(cache, key);
     const server = timeMs(await judge.call('TIME'));
     const lo = server - performance.now(); // server = client + off, off >= lo
@@ -234,8 +235,7 @@ async function exactness(client: object, judge: IORedis, run: ExactnessRun, dura
       assert.ok(got.retryAfter >= p[4]! && p[4]! >= 1, `retryAfter ${got.retryAfter}, PEEK's ${p[4]}`);
       assert.deepEqual([got.summary.limit, got.summary.remaining], [p[2], p[3]]);
     } else {
-      const earliest = allowedFrom(decided, ms, 't1');
-      assert.ok(timeMs(after) >= earliest, `Redis allows before retry_after: ${JSON.stringify(peek)} at ${timeMs(after)} < ${earliest}`);
+      assert.ok(timeMs(after) >= allowedAt, `Redis allows before retry_after: ${JSON.stringify(peek)} at ${timeMs(after)} < ${allowedAt}`);
     }
     return got;
   };
@@ -416,33 +416,43 @@ for (const [index, { name, skip }] of selected.entries()) {
             assert.equal(counting.count('CHECK'), calls + 1, 'that one went to Redis');
           });
 
-          test('same limits and the same or a larger cost are cached; a smaller cost, other limits or cost > limit are not', async () => {
+          test('the same limits and cost are cached; another cost, other limits or cost > limit go to Redis', async () => {
             const [counting, limiter] = counted();
             const at = { now: 500 };
-            assert.ok((await limiter.checkLimits('c', [[5, 10], [50, 60]], { ...at, cost: 4 })).allowed);
-            const refused = await limiter.checkLimits('c', [[5, 10], [50, 60]], { ...at, cost: 2 });
+            const lim: Pair[] = [[5, 10], [50, 60]];
+            assert.ok((await limiter.checkLimits('c', lim, { ...at, cost: 4 })).allowed);
+            const refused = await limiter.checkLimits('c', lim, { ...at, cost: 2 });
             assert.equal(refused.allowed, false);
+            assert.deepEqual(await limiter.checkLimits('c', lim, { ...at, cost: 2 }), refused, 'the same cost: the cached reply');
             assert.equal(counting.count('CHECK'), 2);
-            const larger = await limiter.checkLimits('c', [[5, 10], [50, 60]], { ...at, cost: 3 });
-            assert.deepEqual(larger, refused, 'a larger cost: the cached reply');
-            assert.equal(counting.count('CHECK'), 2);
-            assert.ok((await limiter.checkLimits('c', [[5, 10], [50, 60]], { ...at, cost: 1 })).allowed, 'a smaller cost: Redis');
+            // A larger cost is refused as long, but Redis gives it a later retryAfter: the
+            // smaller cost's reply would not be the one Redis sends.
+            const larger = await limiter.checkLimits('c', lim, { ...at, cost: 3 });
+            assert.equal(counting.count('CHECK'), 3, 'a larger cost: Redis');
+            assert.equal(larger.allowed, false);
+            assert.ok(larger.retryAfter > refused.retryAfter, `retryAfter ${larger.retryAfter} for cost 3, ${refused.retryAfter} for cost 2`);
+            assert.deepEqual(await limiter.checkLimits('c', lim, { ...at, cost: 3 }), larger, 'cost 3 cached beside cost 2');
+            assert.deepEqual(await limiter.checkLimits('c', lim, { ...at, cost: 2 }), refused);
+            assert.equal(counting.count('CHECK'), 3);
             assert.equal((await limiter.checkLimits('c', [[5, 10]], { ...at, cost: 2 })).allowed, false, 'other limits: Redis');
             assert.equal(counting.count('CHECK'), 4);
-            const never = await limiter.checkLimits('c', [[5, 10], [50, 60]], { ...at, cost: 6 });
+            const never = await limiter.checkLimits('c', lim, { ...at, cost: 6 });
             assert.deepEqual([never.allowed, never.retryAfter], [false, -1]);
             assert.equal(counting.count('CHECK'), 5, 'cost > limit is not covered by an ordinary refusal');
+            assert.ok((await limiter.checkLimits('c', lim, { ...at, cost: 1 })).allowed, 'a smaller cost: Redis');
+            assert.equal(counting.count('CHECK'), 6);
           });
 
-          test('never possible (cost > limit) is cached for good; a smaller cost goes to Redis', async () => {
+          test('never possible (cost > limit) is cached for good; another cost goes to Redis', async () => {
             const [counting, limiter] = counted();
             const first = await limiter.checkLimits('n', [[5, 10], [3, 60]], { cost: 4 });
             assert.deepEqual([first.allowed, first.retryAfter], [false, -1]);
-            const again = await limiter.checkLimits('n', [[5, 10], [3, 60]], { cost: 9 });
-            assert.deepEqual(again, first);
+            assert.deepEqual(await limiter.checkLimits('n', [[5, 10], [3, 60]], { cost: 4 }), first);
             assert.equal(counting.count('CHECK'), 1);
+            const more = await limiter.checkLimits('n', [[5, 10], [3, 60]], { cost: 9 });
+            assert.deepEqual([more.allowed, more.retryAfter, counting.count('CHECK')], [false, -1, 2]);
             assert.ok((await limiter.checkLimits('n', [[5, 10], [3, 60]], { cost: 1 })).allowed);
-            assert.equal(counting.count('CHECK'), 2);
+            assert.equal(counting.count('CHECK'), 3);
           });
 
           test('refund and reset through the limiter clear the key at once; PEEK bypasses; isAllowed reads it; stats', async () => {

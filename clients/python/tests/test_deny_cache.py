@@ -105,10 +105,12 @@ def _ms(t: tuple[int, int]) -> float:
 
 
 def _allowed_from(decided: tuple[float, float, Any], ms: bool) -> float:
-    """The latest server instant (ms) at which the refused request could first be allowed."""
-    _, t2, reply = decided
+    """The earliest server instant (ms) at which the refused request could be allowed: the
+    CHECK ran at or after t1, so Redis refuses at least until t1 + retry_after (in the
+    check's unit). A cached refusal must come before it, and a PEEK that allows after it."""
+    t1, _, reply = decided
     retry = int(reply[4])
-    return float(int(t2) + retry) if ms else float((int(t2) // 1000 + retry) * 1000)
+    return float(int(t1) + retry) if ms else float((int(t1) // 1000 + retry) * 1000)
 
 
 # A run needs entries long enough to probe; on a loaded 2-core machine a run can see
@@ -143,13 +145,19 @@ def test_cached_refusals_are_refused_by_redis(
     coverage: list[float] = []
     end = time.monotonic() + (5.0 if ms else 7.0)
 
-    def cached_check() -> Optional[MultiLimitResult]:
-        """One check through the cache, judged against the server; None when it missed."""
+    def cached_check(target: Optional[float] = None) -> Optional[MultiLimitResult]:
+        """One check through the cache (at `target`, when given), judged against the
+        server; None when it went to Redis. `before`, a server instant no later than the
+        cache's lookup: the lookup's client instant plus the clock offset's lower bound,
+        from a TIME sent before the wait (no round trip between the target and the call)."""
         nonlocal hits, confirmed, peeks_refused
         sent = timed.count("SLIDINGWINDOW.CHECK", key)
         allowed_at = _allowed_from(timed.decided[key], ms)
         entry = entry_of(cache, key)
-        before = _ms(r.time())
+        lo = _ms(r.time()) - time.monotonic() * 1000  # server = client + off, off >= lo
+        if target is not None:
+            spin_until(target)
+        before = time.monotonic() * 1000 + lo
         got = limiter.check_limits(who, limits, ms=ms)
         if timed.count("SLIDINGWINDOW.CHECK", key) != sent:
             return None
@@ -196,13 +204,17 @@ def test_cached_refusals_are_refused_by_redis(
                 target = entry.deadline - rng.choice(deltas_ms) / 1000
             else:
                 target = rng.uniform(time.monotonic(), entry.deadline)
-            spin_until(target)
-            cached_check()
+            cached_check(target)
             # After the entry: the first request goes to Redis. Counted from before the
             # end: another thread of the flood may be the one that goes, and this request
-            # then waits for its answer (one call at a time per key).
+            # then waits for its answer (one call at a time per key). (The probe may have
+            # gone to Redis, past the end: then the entry is the refusal it brought back,
+            # if any.)
+            current = entry_of(cache, key)
+            if current is None:
+                continue
             sent = timed.count("SLIDINGWINDOW.CHECK", key)
-            spin_until(entry.deadline)
+            spin_until(current.deadline)
             limiter.check_limits(who, limits, ms=ms)
             assert timed.count("SLIDINGWINDOW.CHECK", key) >= sent + 1
             after_end += 1
@@ -248,9 +260,30 @@ def test_never_possible_is_cached(r: redis.Redis, prefix: str) -> None:
     limiter = SlidingWindowRateLimiter(counting, prefix=prefix, deny_cache=True)
     first = limiter.check_limits("n", [(5, 10), (3, 60)], cost=4)
     assert (first.allowed, first.retry_after) == (False, -1)
-    again = limiter.check_limits("n", [(5, 10), (3, 60)], cost=9)
+    again = limiter.check_limits("n", [(5, 10), (3, 60)], cost=4)
     assert again == first and counting.count("SLIDINGWINDOW.CHECK") == 1
+    more = limiter.check_limits("n", [(5, 10), (3, 60)], cost=9)  # another cost: Redis
+    assert (more.allowed, more.retry_after, counting.count("SLIDINGWINDOW.CHECK")) == (False, -1, 2)
     assert limiter.check_limits("n", [(5, 10), (3, 60)], cost=1).allowed  # smaller cost
+
+
+def test_only_the_same_cost_gets_the_cached_reply(r: redis.Redis, prefix: str) -> None:
+    """A larger cost is refused as long, but Redis gives it a later retry_after: the
+    smaller cost's cached reply would not be the one Redis sends."""
+    counting = Counting(r)
+    limiter = SlidingWindowRateLimiter(counting, prefix=prefix, deny_cache=True)
+    lim = [(5, 10), (50, 60)]
+    assert limiter.check_limits("c", lim, cost=4, now=500).allowed
+    refused = limiter.check_limits("c", lim, cost=2, now=500)
+    assert not refused.allowed
+    assert limiter.check_limits("c", lim, cost=2, now=500) == refused  # cached
+    assert counting.count("SLIDINGWINDOW.CHECK") == 2
+    larger = limiter.check_limits("c", lim, cost=3, now=500)
+    assert counting.count("SLIDINGWINDOW.CHECK") == 3  # to Redis
+    assert not larger.allowed and larger.retry_after > refused.retry_after, (larger, refused)
+    assert limiter.check_limits("c", lim, cost=3, now=500) == larger  # cached beside cost 2
+    assert limiter.check_limits("c", lim, cost=2, now=500) == refused
+    assert counting.count("SLIDINGWINDOW.CHECK") == 3
 
 
 def test_refund_clears_and_peek_bypasses(r: redis.Redis, prefix: str) -> None:

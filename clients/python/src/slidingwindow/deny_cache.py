@@ -4,8 +4,9 @@ A refused CHECK's `retry_after` is the smallest time after which the same reques
 no other traffic, is allowed; other traffic only raises the counts. So until then the
 same request (same key, same limits, the same or a larger cost) is refused, and a
 client that remembers the refusal answers exactly what Redis would answer, without
-asking it. `DenyCache` remembers, per key and limits, the last refusal and the client
-instant before which Redis cannot allow it, computed on the safe side:
+asking it. `DenyCache` remembers, per key, limits and cost (a larger cost would get a
+longer `retry_after` from Redis), the last refusal and the client instant before which
+Redis cannot allow it, computed on the safe side:
 
 * Redis decided at some instant between sending and receiving: the deadline is counted
   from the send (`t_send`), so it can only come early.
@@ -63,7 +64,7 @@ PPM = 500e-6  # clock rates may differ by this much (NTP slews at most 500 ppm)
 MARGIN = 0.001  # seconds, taken off every deadline
 WAIT_TIMEOUT = 5.0  # seconds a call waits for another call on the same key at the most
 CLOCK_SAMPLES = 3  # TIME calls per measurement of the offset; the narrowest is kept
-MAX_PER_KEY = 8  # entries (limit sets x clock kinds) kept under one Redis key
+MAX_PER_KEY = 8  # entries (limit sets x costs x clock kinds) kept under one Redis key
 
 _bypass: contextvars.ContextVar[bool] = contextvars.ContextVar("deny_cache_bypass",
                                                                 default=False)
@@ -92,8 +93,10 @@ class Spec:
     refund: bool
 
     @property
-    def slot(self) -> tuple[tuple[tuple[int, int], ...], bool, bool]:
-        return (self.limits, self.ms, self.now is None)
+    def slot(self) -> tuple[tuple[tuple[int, int], ...], bool, bool, int]:
+        # The cost too: a larger cost is refused as long, but Redis answers it a longer
+        # retry_after (and other counts), so only the same request gets the cached reply.
+        return (self.limits, self.ms, self.now is None, self.cost)
 
 
 def spec_of(args: Sequence[Any]) -> Optional[Spec]:
@@ -145,7 +148,6 @@ def _answer(spec: Spec, without_redis: Callable[[bool], Any], hit: MultiLimitRes
 @dataclass
 class _Entry:
     result: MultiLimitResult
-    cost: int
     never: bool
     deadline: float  # client monotonic seconds (server clock); units (explicit now)
     origin: float  # t_recv (server clock), or now0 (explicit now)
@@ -353,9 +355,7 @@ class DenyCache:
             live = (entry.never or (
                 spec.now is None and t < entry.deadline) or (
                 spec.now is not None and entry.origin <= spec.now < entry.deadline))
-            covered = spec.cost >= entry.cost and (
-                entry.never or all(spec.cost <= limit for limit, _ in spec.limits))
-            if live and covered:
+            if live:
                 self._stats.hits += 1
                 e = _elapsed_units(spec, entry, t)
                 return _count_down(entry.result, spec.cost, e), None, None
@@ -465,7 +465,7 @@ class DenyCache:
                 never = stored.retry_after < 0
                 deadline = float("inf") if never else self._deadline(spec, stored, t_send)
                 origin = float(spec.now) if spec.now is not None else t_recv
-                fresh = _Entry(stored, spec.cost, never, deadline, origin)
+                fresh = _Entry(stored, never, deadline, origin)
                 if entry is not None:
                     fresh.waiters = entry.waiters
                     fresh.flight = entry.flight

@@ -39,6 +39,8 @@ export interface Adapter extends Sender {
   state?(): ClientState;
   /** A new spare connection with the client's options, connecting (single-node ioredis and node-redis). */
   spare?(): Spare;
+  /** Calls `fn` once when the client is ready or closed again; the returned function cancels it. */
+  whenSettled?(fn: () => void): () => void;
 }
 
 /** A function that sends one command, e.g. `(...args) => client.sendCommand(args)` (one node). */
@@ -47,7 +49,24 @@ export type SendCommandFn = (...args: string[]) => Promise<unknown>;
 /** What the limiter accepts as its client. */
 export type RedisClientLike = object | SendCommandFn | Adapter;
 
-interface IoRedisLike {
+/** The client's own events, for the end of a reconnect (both libraries emit 'ready' and 'end'). */
+interface Emitter {
+  once?(event: string, l: () => void): unknown;
+  off?(event: string, l: () => void): unknown;
+}
+
+function settledBy(client: Emitter): ((fn: () => void) => () => void) | undefined {
+  if (typeof client.once !== 'function' || typeof client.off !== 'function') return undefined;
+  return (fn) => {
+    const done = (): void => { cancel(); fn(); };
+    const cancel = (): void => { client.off!('ready', done); client.off!('end', done); };
+    client.once!('ready', done);
+    client.once!('end', done);
+    return cancel;
+  };
+}
+
+interface IoRedisLike extends Emitter {
   call(command: string, ...args: string[]): Promise<unknown>;
   options?: { keyPrefix?: string };
   status?: string;
@@ -61,13 +80,15 @@ interface IoClusterLike {
   sendCommand(command: unknown): unknown;
   nodes(role: 'master'): IoRedisLike[];
 }
-interface NodeRedisLike {
+interface NodeRedisLike extends Emitter {
   sendCommand(args: string[]): Promise<unknown>;
   isOpen?: boolean;
   isReady?: boolean;
   options?: { socket?: object };
   duplicate?(overrides: object): NodeRedisLike & {
-    connect(): Promise<unknown>; close(): Promise<void>; destroy(): void; on(event: 'error', l: () => void): unknown;
+    connect(): Promise<unknown>; on(event: 'error', l: () => void): unknown;
+    // node-redis 5: close/destroy; 4: quit/disconnect.
+    close?(): Promise<unknown>; destroy?(): void; quit?(): Promise<unknown>; disconnect?(): Promise<unknown>;
   };
 }
 interface NodeClusterLike {
@@ -186,6 +207,7 @@ export function adapterFor(client: RedisClientLike): Adapter {
             destroy: () => c.disconnect(),
           };
         },
+        whenSettled: settledBy(redis),
       } : {}),
     };
   }
@@ -218,10 +240,15 @@ export function adapterFor(client: RedisClientLike): Adapter {
             connected: c.connect().then(() => undefined),
             send: (_key, args) => c.sendCommand([...args]),
             alive: () => c.isOpen === true,
-            close: () => { c.close().catch(() => undefined); },
-            destroy: () => { try { c.destroy(); } catch { /* closed already */ } },
+            close: () => { (c.close ?? c.quit)?.call(c).catch(() => undefined); },
+            destroy: () => {
+              try {
+                if (c.destroy !== undefined) c.destroy(); else c.disconnect?.().catch(() => undefined);
+              } catch { /* closed already */ }
+            },
           };
         },
+        whenSettled: settledBy(redis),
       } : {}),
     };
   }

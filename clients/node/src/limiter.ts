@@ -94,6 +94,8 @@ export class SlidingWindowRateLimiter {
   private backendInUse: Backend;
   /** The spare connection whose probe closed the circuit, used while the client still reconnects. */
   private bridge: Spare | undefined;
+  /** Cancels the watch that retires the bridge when the client is ready (or closed) again. */
+  private unwatch: (() => void) | undefined;
 
   constructor(client: RedisClientLike, options: LimiterOptions = {}) {
     this.adapter = adapterFor(client);
@@ -252,6 +254,11 @@ export class SlidingWindowRateLimiter {
     if (this.adapter.state?.() === 'reconnecting') {
       this.retireBridge(true);
       this.bridge = spare;
+      // Retired as soon as the client is back, not by the next call: with no more calls
+      // (a shutdown) an open spare would keep the process alive.
+      this.unwatch = this.adapter.whenSettled?.(() => {
+        if (this.bridge === spare) this.retireBridge(true);
+      });
     } else {
       spare.close();
     }
@@ -270,6 +277,8 @@ export class SlidingWindowRateLimiter {
     const bridge = this.bridge;
     if (bridge === undefined) return;
     this.bridge = undefined;
+    this.unwatch?.();
+    this.unwatch = undefined;
     if (graceful) bridge.close(); else bridge.destroy();
   }
 

@@ -281,7 +281,7 @@ LOADED_NOTE = (": a loaded machine, where the ratios moved by tens of percent fr
                "run to the next; provisional until re-run on a quiet one")
 README_ROWS = ["check", "check_clock", "setpxat", "check_new", "check_new_clock", "setpxat_new",
                "check_aged", "check_aged_clock", "get", "peek", "denied", "details", "check3",
-               "seed", "stream_check", "stream_seed"]
+               "seed", "stream_check", "stream_lua", "stream_seed"]
 
 
 def readme_block(report: dict[str, Any]) -> str:

@@ -74,7 +74,7 @@ stop: ## Stop the server `make run` started
 	-redis-cli -p $(PORT) shutdown nosave
 
 test: deps-system deps-valgrind build build-fault deps-python ## Every test: unit, integration (Redis 7.0 and 8.2, Valkey 8.1 and 9.1), Python client
-	cargo test --tests --target-dir $(TEST_TARGET) -- --test-threads=2
+	cargo test --workspace --tests --target-dir $(TEST_TARGET) -- --test-threads=2
 	@if [ -n "$$SLIDINGWINDOW_SKIP_MEMCHECK" ]; then echo "NOTE: memcheck SKIPPED (SLIDINGWINDOW_SKIP_MEMCHECK=$$SLIDINGWINDOW_SKIP_MEMCHECK)"; fi
 	$(PYTHON) -m pytest -q -rs clients/python/tests examples/gateway bench/accuracy
 	$(MAKE) test-limits
@@ -95,7 +95,7 @@ test-limits: ## The limits storage: flask-limiter/slowapi examples, limits' own 
 
 lint: ## cargo fmt --check, clippy -D warnings, mypy --strict on the Python client, tsc --noEmit on the Node client
 	cargo fmt --all -- --check
-	cargo clippy --release --all-targets -- -D warnings
+	cargo clippy --release --workspace --all-targets -- -D warnings
 	$(PYTHON) -m mypy --strict clients/python/src/slidingwindow
 	cd clients/node && { [ -d node_modules ] || npm ci --no-audit --no-fund; } && npm run lint
 

@@ -220,5 +220,5 @@ fn read_varint(bytes: &mut &[u8]) -> Result<u64, DecodeError> {
 }
 
 #[cfg(test)]
-#[path = "encoding_tests.rs"]
+#[path = "unit_tests/encoding.rs"]
 mod tests;

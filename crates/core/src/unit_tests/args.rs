@@ -1,6 +1,6 @@
 use super::*;
-use crate::testing::parse;
-use crate::testrng::Rng;
+use crate::test_support::parse;
+use slidingwindow_testkit::rng::Rng;
 
 fn p(s: &str) -> Result<Parsed, ArgError> {
     let words: Vec<&[u8]> = s.split(' ').map(str::as_bytes).collect();

@@ -1,6 +1,6 @@
 use super::*;
-use crate::testing::*;
-use crate::testrng::Rng;
+use crate::test_support::*;
+use slidingwindow_testkit::rng::Rng;
 
 fn random_counter(rng: &mut Rng) -> Counter {
     let unit = if rng.range(0, 1) == 0 {

@@ -656,5 +656,5 @@ fn bisect(mut bad: u64, mut good: u64, ok: impl Fn(u64) -> bool) -> u64 {
 }
 
 #[cfg(test)]
-#[path = "window_tests.rs"]
+#[path = "unit_tests/window.rs"]
 mod tests;

@@ -283,5 +283,5 @@ pub fn parse_counts(args: &[&[u8]]) -> Result<CountsQuery, ArgError> {
 }
 
 #[cfg(test)]
-#[path = "args_tests.rs"]
+#[path = "unit_tests/args.rs"]
 mod tests;

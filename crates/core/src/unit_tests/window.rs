@@ -2,9 +2,9 @@
 //! backward time, several limits, and the extremes of every range.
 
 use super::*;
-use crate::testing::{next_state, single};
-use crate::testref::RefKey;
-use crate::testrng::Rng;
+use crate::test_support::{next_state, single};
+use slidingwindow_testkit::reference::RefKey;
+use slidingwindow_testkit::rng::Rng;
 use std::collections::HashMap;
 
 fn lim(limit: u64, window: u64) -> Limit {

@@ -1,6 +1,6 @@
 //! The reference the module is tested against, for one limit or several: built from the
-//! seed's own arithmetic and sharing no code with `window`. Used by the unit tests and,
-//! through `#[path]`, by the integration tests against real servers.
+//! seed's own arithmetic and sharing no code with `window`. Used by the unit tests
+//! (crates/core) and by the integration tests against real servers (tests/).
 //!
 //! For each (unit, window) a key has seen, it keeps one count per window number, and
 //! judges a limit exactly as the seed's Lua script would on that window's pair of
@@ -9,7 +9,6 @@
 //! forgetting rule is modelled too: a write forgets the windows it does not name whose
 //! newest counts are two windows old at the call's time. Retry and reset times are
 //! found by scanning time forward one unit at a time, so keep windows small.
-#![allow(dead_code)] // each user takes its own part
 
 use std::collections::HashMap;
 

@@ -3,7 +3,7 @@
  * lines between `<!-- node-install:begin -->` and `<!-- node-install:end -->` of README.md
  * (the same block is in clients/node/README.md), verbatim but for the clone's path on the
  * `REPO=` line, in an empty project, against a copy of the repository as a fresh clone has
- * it (no node_modules, no build); npm takes packages from its cache when it has them, else
+ * it (no node_modules, no build); npm takes packages from its cache when it has them (prefer-offline), else
  * from the registry. Then the app between `node-express:begin` and `node-express:end`,
  * with limit 5, its Redis port and a free HTTP port, against a real server with the module:
  * 5 x 200 then 429 over HTTP; Redis stopped: the app keeps serving (fail-open) with the

@@ -81,9 +81,24 @@ test: deps-system deps-valgrind build build-fault deps-python ## Every test: uni
 	$(MAKE) test-node
 	@$(SEED_NOTE)
 
-test-node: build ## The Node client (clients/node): npm ci from the lockfile, then its tests on every server
+test-node: build ## The Node client (clients/node): npm ci from the lockfile, then its tests on every server (test-node-install's included)
 	@command -v npm >/dev/null || { echo "npm is missing: install Node.js 18+ (with npm)"; exit 1; }
 	cd clients/node && npm ci --no-audit --no-fund && npm test
+
+# The Node client as a tarball for `npm install` in another project: a folder install
+# would link clients/node unbuilt, and building needs its devDependencies (npm ci).
+NODE_PACKAGE := target/redis-slidingwindow.tgz
+.PHONY: node-package test-node-install
+node-package: ## The Node client as an npm tarball: npm ci, build and npm pack in clients/node -> target/redis-slidingwindow.tgz
+	@command -v npm >/dev/null || { echo "npm is missing: install Node.js 18+ (with npm)"; exit 1; }
+	@mkdir -p target
+	cd clients/node && npm ci --no-audit --no-fund && npm pack --pack-destination $(CURDIR)/target
+	@cd clients/node && mv "$(CURDIR)/target/$$(node -p "const p = require('./package.json'); p.name + '-' + p.version + '.tgz'")" $(CURDIR)/$(NODE_PACKAGE)
+	@echo "npm install $(CURDIR)/$(NODE_PACKAGE)"
+
+test-node-install: build ## Only the README's Node install lines and Express app, in an empty project (clients/node/test/install.test.ts)
+	@command -v npm >/dev/null || { echo "npm is missing: install Node.js 18+ (with npm)"; exit 1; }
+	cd clients/node && npm ci --no-audit --no-fund && npm run build && node --test build/test/install.test.js
 
 # limits' own tests: on the four servers with the module, and through the Functions
 # library on servers without it (all four as managed services, Redis 6.2's EVALSHA, a

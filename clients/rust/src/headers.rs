@@ -111,3 +111,112 @@ pub fn limits_headers(d: &Decision, policy: &str) -> Vec<(&'static str, String)>
     h.push(("RateLimit", states.join(", ")));
     with_retry(h, &d.summary)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn r(
+        allowed: bool,
+        count: u64,
+        limit: u64,
+        remaining: u64,
+        retry: i64,
+        reset: u64,
+        window: u64,
+        ms: bool,
+    ) -> LimitResult {
+        LimitResult {
+            allowed,
+            count,
+            limit,
+            remaining,
+            retry_after: retry,
+            reset_after: reset,
+            window,
+            ms,
+            degraded: false,
+        }
+    }
+
+    fn map(h: Vec<(&'static str, String)>) -> Vec<(String, String)> {
+        h.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
+    }
+
+    fn want(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    // The expected strings are what the Python client's headers.py answers for the same
+    // results (printed from it).
+    #[test]
+    fn same_strings_as_python() {
+        let one = r(false, 3, 3, 0, 1500, 59001, 60000, true);
+        assert_eq!(
+            map(rate_limit_headers(&one, "api")),
+            want(&[
+                ("X-RateLimit-Limit", "3"),
+                ("X-RateLimit-Remaining", "0"),
+                ("X-RateLimit-Reset", "60"),
+                ("RateLimit-Policy", "\"api\";q=3;w=60"),
+                ("RateLimit", "\"api\";r=0;t=2"),
+                ("Retry-After", "2"),
+            ])
+        );
+        let (a, b) = (
+            r(true, 1, 10, 9, -1, 2, 1, false),
+            r(true, 1, 1000, 999, -1, 2001, 3600, false),
+        );
+        let d = Decision {
+            summary: a,
+            limits: vec![a, b],
+            governing: 0,
+        };
+        assert_eq!(
+            map(limits_headers(&d, "api")),
+            want(&[
+                ("X-RateLimit-Limit", "10"),
+                ("X-RateLimit-Remaining", "9"),
+                ("X-RateLimit-Reset", "2"),
+                (
+                    "RateLimit-Policy",
+                    "\"api/1s\";q=10;w=1, \"api/3600s\";q=1000;w=3600"
+                ),
+                (
+                    "RateLimit",
+                    "\"api/1s\";r=9;t=2, \"api/3600s\";r=999;t=2001"
+                ),
+            ])
+        );
+        let a = r(true, 5, 10, 5, -1, 900, 1000, true);
+        let b = r(false, 2, 2, 0, 59000, 60000, 60000, true);
+        let d = Decision {
+            summary: b,
+            limits: vec![a, b],
+            governing: 1,
+        };
+        assert_eq!(
+            map(limits_headers(&d, "a\"b")),
+            want(&[
+                ("X-RateLimit-Limit", "2"),
+                ("X-RateLimit-Remaining", "0"),
+                ("X-RateLimit-Reset", "60"),
+                (
+                    "RateLimit-Policy",
+                    "\"a\\\"b/1000ms\";q=10;w=1, \"a\\\"b/60000ms\";q=2;w=60"
+                ),
+                (
+                    "RateLimit",
+                    "\"a\\\"b/1000ms\";r=5;t=1, \"a\\\"b/60000ms\";r=0;t=59"
+                ),
+                ("Retry-After", "59"),
+            ])
+        );
+        let mut degraded = one;
+        degraded.degraded = true;
+        assert!(rate_limit_headers(&degraded, "api").is_empty());
+    }
+}

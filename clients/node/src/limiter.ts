@@ -8,6 +8,7 @@ import { DenyCache, makeDenyCache, type DenyCacheOption, type DenySpec } from '.
 import { BackendMissingError, RedisTimeoutError } from './errors';
 import { parseLimits } from './rates';
 import { MultiLimitResult, RateLimitResult, ints, type Limit, type WindowCounts } from './result';
+import { pauseBeforeRetry, type WaitOptions } from './wait';
 
 export type Backend = 'auto' | 'module' | 'library';
 type Op = 'check' | 'peek' | 'refund' | 'counts';
@@ -139,6 +140,24 @@ export class SlidingWindowRateLimiter {
   /** Gives back what a `check` with these arguments counted; answers what `peek` answers after. Not idempotent. */
   async refund(id: string, limit: number, window: number, options: CallOptions = {}): Promise<RateLimitResult> {
     return (await this.refundLimits(id, [{ limit, window }], options)).summary;
+  }
+
+  /**
+   * `check`, and while refused, sleep exactly its retryAfter (never past `timeoutMs` from
+   * now) and check again. Resolves to the last result: allowed, or refused at the timeout,
+   * or at once when it can never pass (cost > limit) or Redis is down with fail-closed. Not
+   * a fair queue: concurrent waiters race at each retry.
+   */
+  async wait(id: string, limit: number, window: number, options: WaitOptions): Promise<RateLimitResult> {
+    const { timeoutMs, cost, ms } = options;
+    if (typeof timeoutMs !== 'number' || !(timeoutMs >= 0)) throw new RangeError(`timeoutMs must be a number >= 0, got ${timeoutMs}`);
+    const deadline = performance.now() + timeoutMs;
+    for (;;) {
+      const result = await this.check(id, limit, window, { cost, ms });
+      const pause = pauseBeforeRetry(result, deadline - performance.now());
+      if (pause === undefined) return result;
+      await new Promise((resolve) => setTimeout(resolve, pause));
+    }
   }
 
   /** Several limits in one command, all or nothing. */

@@ -121,10 +121,23 @@ export class SlidingWindowRateLimiter {
     return this.circuit.failOpen;
   }
 
-  /** The seed's call: [allowed, count]. */
+  /**
+   * The seed's call: [allowed, count], with the seed's command (CHECK without DETAILS, as the
+   * Python client sends it: conformance/commands.json). With a deny cache it goes through
+   * `check` (the cache remembers refusals by their retry_after). During an outage: [failOpen, 0].
+   */
   async isAllowed(id: string, limit = 100, windowSeconds = 60, options: { now?: number } = {}): Promise<[boolean, number]> {
-    const r = await this.check(id, limit, windowSeconds, options);
-    return [r.allowed, r.count];
+    if (this.denyCache !== undefined) {
+      const r = await this.check(id, limit, windowSeconds, options);
+      return [r.allowed, r.count];
+    }
+    const args = [num('limit', limit), num('window', windowSeconds)];
+    if (options.now !== undefined) args.push(num('now', options.now));
+    const without = Symbol('answered without Redis');
+    const reply = await this.guarded(this.key(id), 'check', args, 'peek', args, () => without);
+    if (reply === without) return [this.circuit.failOpen, 0];
+    const [allowed, count] = ints(reply, 2) as [number, number];
+    return [allowed === 1, count];
   }
 
   /** Counts the request (weight `cost`) if it is allowed. */

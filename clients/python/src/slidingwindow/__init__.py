@@ -13,6 +13,7 @@ from typing import Any
 from .aio import AsyncSlidingWindowRateLimiter
 from .backend import LibraryNotLoadedError
 from .connect import DEFAULT_TIMEOUT, connect, connect_async
+from .deny_cache import DenyCache
 from .failure import Circuit, is_unavailable
 from .headers import limits_headers, policy_header, rate_limit_headers
 from .identity import TrustedProxies, client_identity, client_ip, ip_key, parse_ip
@@ -25,6 +26,7 @@ __all__ = [
     "AsyncSlidingWindowRateLimiter",
     "Circuit",
     "DEFAULT_TIMEOUT",
+    "DenyCache",
     "LibraryNotLoadedError",
     "Limit",
     "MAX_LIMITS",

@@ -64,10 +64,6 @@ def load(name: str) -> list[dict[str, Any]]:
     return cases
 
 
-def params(name: str) -> list[Any]:
-    return [pytest.param(case, id=case["id"]) for case in load(name)]
-
-
 # --- typed results as the vectors write them ------------------------------------------
 
 def result_json(result: Any) -> Any:
@@ -329,29 +325,12 @@ def mismatch(name: str, case: dict[str, Any]) -> Optional[str]:
     return f"{name} {case['id']}:\n  expected {json.dumps(want)}\n  got      {json.dumps(got)}"
 
 
-@pytest.mark.parametrize("case", params("commands.json"))
-def test_commands(case: dict[str, Any]) -> None:
-    assert mismatch("commands.json", case) is None, mismatch("commands.json", case)
-
-
-@pytest.mark.parametrize("case", params("replies.json"))
-def test_replies(case: dict[str, Any]) -> None:
-    assert mismatch("replies.json", case) is None, mismatch("replies.json", case)
-
-
-@pytest.mark.parametrize("case", params("headers.json"))
-def test_headers(case: dict[str, Any]) -> None:
-    assert mismatch("headers.json", case) is None, mismatch("headers.json", case)
-
-
-@pytest.mark.parametrize("case", params("identity.json"))
-def test_identity(case: dict[str, Any]) -> None:
-    assert mismatch("identity.json", case) is None, mismatch("identity.json", case)
-
-
-@pytest.mark.parametrize("case", params("deny_cache.json"))
-def test_deny_cache(case: dict[str, Any]) -> None:
-    assert mismatch("deny_cache.json", case) is None, mismatch("deny_cache.json", case)
+@pytest.mark.parametrize("name, case", [
+    pytest.param(name, case, id=f"{name.removesuffix('.json')}:{case['id']}")
+    for name in DRIVERS for case in load(name)])
+def test_vector(name: str, case: dict[str, Any]) -> None:
+    why = mismatch(name, case)
+    assert why is None, why
 
 
 def leaves(value: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:

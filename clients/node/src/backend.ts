@@ -124,8 +124,8 @@ export class BackendState {
   async call(sender: Sender, primaries: Primaries, op: Op, key: string, args: readonly string[]): Promise<unknown> {
     const readonly = FUNCTIONS[op][1];
     for (let attempt = 1; ; attempt++) {
-      const seen = this.generation;
-      const mode = this.mode ?? await this.find(primaries, seen);
+      const mode = this.mode ?? await this.find(primaries, this.generation);
+      const seen = this.generation; // the detection this call is sent after
       try {
         const reply = await sender.send(key, wire(mode, op, key, args), readonly && mode !== 'eval');
         this.confirmed = true;

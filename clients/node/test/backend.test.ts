@@ -120,12 +120,12 @@ async function counted(limiter: SlidingWindowRateLimiter, id: string): Promise<n
 }
 
 /**
- * node-redis rejects the commands it has written when the server's socket closes
- * (SocketClosedUnexpectedlyError, 'Socket closed unexpectedly'): a server that goes away is an outage there, and the
- * circuit answers for the restart's down time. ioredis sends them again once reconnected.
+ * Whether a restart is an outage for this client library: for neither, since ioredis
+ * resends the commands it had written once reconnected, and the node-redis adapter sends
+ * a command rejected for the closed socket once more (src/adapters.ts, resentOnce).
  */
-function restartIsOutage(lib: Lib): boolean {
-  return lib === 'node-redis';
+function restartIsOutage(_lib: Lib): boolean {
+  return false;
 }
 
 /**

@@ -94,6 +94,13 @@ export function wire(mode: Mode, op: Op, key: string, args: readonly string[]): 
   return ['EVALSHA', LIBRARY_SHA, '1', key, fn, ...args];
 }
 
+function olderKeptMessage(versions: PromiseSettledResult<unknown>[], cause: unknown): string {
+  const loaded = versions.map((v) => (v.status === 'fulfilled' ? String(v.value) : '?')).join(', ');
+  return `rate limiter: the slidingwindow library on the server (${loaded}) is older than this client's `
+    + `(${LIBRARY_VERSION}) and this user may not replace it (${cause instanceof Error ? cause.message : String(cause)}): `
+    + `using it as it is. An operator loads the new one on every primary: ${LOAD_COMMAND}`;
+}
+
 /** The decision of one limiter: `choice` as given, `mode` once known. */
 export class BackendState {
   readonly choice: Backend;
@@ -109,7 +116,8 @@ export class BackendState {
   private generation = 0;
   private finding: Promise<Mode> | undefined;
 
-  constructor(choice: Backend = 'auto') {
+  /** `warn` hears that an older library is used as it is (this user may not replace it). */
+  constructor(choice: Backend = 'auto', private readonly warn: (message: string) => void = () => undefined) {
     if (!BACKENDS.includes(choice)) {
       throw new RangeError(`backend '${String(choice)}': use one of ${BACKENDS.map((b) => `'${b}'`).join(', ')}`);
     }
@@ -183,7 +191,13 @@ export class BackendState {
       const loaded = await Promise.allSettled(nodes.map((send) => send(['FUNCTION', 'LOAD', 'REPLACE', code])));
       const refused = loaded.flatMap((v) => (v.status === 'rejected' ? [v.reason as unknown] : []));
       const denied = refused.find(noperm);
-      if (denied !== undefined) throw new LibraryNotLoadedError(notLoadedMessage(denied), { cause: denied });
+      if (denied !== undefined) {
+        // Every primary has a library, only older: it answers every call this client
+        // sends, so it is used as it is rather than stopping the app mid-upgrade.
+        if (failures.length > 0) throw new LibraryNotLoadedError(notLoadedMessage(denied), { cause: denied });
+        this.warn(olderKeptMessage(versions, denied));
+        return this.decided('function');
+      }
       // FUNCTION refused by name (renamed away): EVAL still works.
       if (refused.some((err) => unknownCommand(err, 'function'))) return this.decided('eval');
       if (refused.length > 0) throw refused[0];

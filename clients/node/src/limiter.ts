@@ -93,7 +93,8 @@ export class SlidingWindowRateLimiter {
     this.adapter = adapterFor(client);
     this.prefix = options.prefix ?? 'rate:';
     this.timeoutMs = options.timeoutMs ?? 500;
-    this.backendState = new BackendState(options.backend ?? 'auto');
+    const logger = options.logger ?? console;
+    this.backendState = new BackendState(options.backend ?? 'auto', (message) => logger.warn(message));
     this.circuit = new Circuit(options);
     this.denyCache = makeDenyCache(options.denyCache);
   }

@@ -298,6 +298,29 @@ function libraryKindTests(kind: LibraryKind, lib: Lib): void {
     }
   });
 
+  test('an older library that this user may not replace is used as it is, with one warning', async () => {
+    assert.match(await functionLoad(server.port, withVersion('0.0.1')), /^\$/);
+    await rawCommand(server.port, `ACL SETUSER old${lib} on >pw ~* +@all -function`);
+    const app = await connect(lib, server.port, { username: `old${lib}`, password: 'pw' });
+    try {
+      const log = new Lines();
+      const limiter = limiterOf(app.client, log);
+      const id = `old${Math.random()}`;
+      assert.equal((await limiter.check(id, 5, 60)).count, 1);
+      assert.equal((await limiter.check(id, 5, 60)).count, 2);
+      assert.equal(await version(server.port), bulk('0.0.1'), 'kept');
+      assert.equal(limiter.backendState.loads, 0);
+      assert.equal(log.lines.length, 1, log.lines.join('\n'));
+      assert.match(log.lines[0]!, /older than this client's .* using it as it is/);
+      assert.ok(log.lines[0]!.includes(LOAD_COMMAND));
+      assert.equal(limiter.circuit.down, false);
+    } finally {
+      await app.close();
+      await rawCommand(server.port, `ACL DELUSER old${lib}`);
+      await loadLibrary(admin.client);
+    }
+  });
+
   test('an older library is replaced, a newer one kept', async () => {
     assert.match(await functionLoad(server.port, withVersion('0.0.1')), /^\$/);
     assert.equal(await version(server.port), bulk('0.0.1'));

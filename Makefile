@@ -76,7 +76,7 @@ stop: ## Stop the server `make run` started
 test: deps-system deps-valgrind build build-fault deps-python ## Every test: unit, integration (Redis 7.0 and 8.2, Valkey 8.1 and 9.1), Python client
 	cargo test --workspace --tests --target-dir $(TEST_TARGET) -- --test-threads=2
 	@if [ -n "$$SLIDINGWINDOW_SKIP_MEMCHECK" ]; then echo "NOTE: memcheck SKIPPED (SLIDINGWINDOW_SKIP_MEMCHECK=$$SLIDINGWINDOW_SKIP_MEMCHECK)"; fi
-	$(PYTHON) -m pytest -q -rs clients/python/tests examples/gateway bench/accuracy
+	$(PYTHON) -m pytest -q -rs clients/python/tests examples/gateway bench/accuracy bench/test_readme_blocks.py
 	$(MAKE) test-limits
 	$(MAKE) test-node
 	@$(SEED_NOTE)
@@ -121,6 +121,8 @@ bench: build bench-deps ## Server time, throughput, latency and memory against I
 	$(PYTHON) bench/bench.py $(BENCH_ARGS)
 	$(PYTHON) bench/gateway_flood.py
 	$(MAKE) bench-node
+	$(PYTHON) bench/bench.py --update-readme --from bench/results/latest.json >/dev/null
+	$(PYTHON) bench/readme_blocks.py
 
 .PHONY: bench-node
 bench-node: build ## Node: Express req/s and Redis server time per request, our store vs rate-limit-redis -> bench/results/node.*
@@ -136,6 +138,7 @@ bench-plain: build bench-deps ## Only the plain redis-benchmark conditions (50 c
 
 accuracy: deps-system build bench-deps ## Sliding window counter vs fixed window vs sliding log, judged exactly -> bench/results/accuracy.*
 	$(PYTHON) -m bench.accuracy $(ARGS)
+	$(PYTHON) bench/readme_blocks.py
 
 accuracy-quick: deps-system build bench-deps ## The same accuracy run, small (seconds): runs in CI so it cannot rot
 	$(PYTHON) -m bench.accuracy --quick $(ARGS)

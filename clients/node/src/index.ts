@@ -6,11 +6,15 @@ export { RateLimitResult, MultiLimitResult } from './result';
 export type { Limit, WindowCounts } from './result';
 export { Circuit } from './circuit';
 export type { CircuitOptions, Logger, Gate } from './circuit';
-export { isOutage, serverAnswered, RedisTimeoutError, BackendMissingError } from './errors';
+export { isOutage, serverAnswered, RedisTimeoutError, LibraryNotLoadedError, BackendMissingError } from './errors';
 export { adapterFor, keySlot } from './adapters';
 export type { Adapter, RedisClientLike, SendCommandFn } from './adapters';
-export { loadLibrary, librarySource, LIBRARY_PATH } from './library';
+export { loadLibrary, librarySource, LIBRARY_PATH, LIBRARY_VERSION, LIBRARY_SHA, LIBRARY_BODY, LOAD_COMMAND } from './library';
+export { BackendState } from './backend';
+export type { Mode } from './backend';
 export { parseLimits, MAX_LIMITS } from './rates';
+export { pauseBeforeRetry } from './wait';
+export type { WaitOptions } from './wait';
 export { rateLimitHeaders, limitsHeaders, limitName, sfString } from './headers';
 export {
   TrustedProxies, byIp, clientIdentity, clientIp, headerApiKey, headerValues, ipKey, parseIp, requestIdentity,

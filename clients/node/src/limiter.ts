@@ -3,27 +3,15 @@
  * limits in one call, DETAILS as typed results, and the outage circuit.
  */
 import { adapterFor, type Adapter, type RedisClientLike, type Sender, type Spare } from './adapters';
+import { BackendState, primariesOf, type Backend, type Op } from './backend';
 import { Circuit, type Logger } from './circuit';
 import { DenyCache, makeDenyCache, type DenyCacheOption, type DenySpec } from './deny-cache';
-import { BackendMissingError, RedisTimeoutError } from './errors';
+import { RedisTimeoutError } from './errors';
 import { parseLimits } from './rates';
 import { MultiLimitResult, RateLimitResult, ints, type Limit, type WindowCounts } from './result';
+import { pauseBeforeRetry, type WaitOptions } from './wait';
 
-export type Backend = 'auto' | 'module' | 'library';
-type Op = 'check' | 'peek' | 'refund' | 'counts';
-
-const MODULE_COMMANDS: Record<Op, string> = {
-  check: 'SLIDINGWINDOW.CHECK',
-  peek: 'SLIDINGWINDOW.PEEK',
-  refund: 'SLIDINGWINDOW.REFUND',
-  counts: 'SLIDINGWINDOW.COUNTS',
-};
-const FUNCTIONS: Record<Op, [string, string]> = {
-  check: ['FCALL', 'slidingwindow_check'],
-  peek: ['FCALL_RO', 'slidingwindow_peek'],
-  refund: ['FCALL', 'slidingwindow_refund'],
-  counts: ['FCALL_RO', 'slidingwindow_counts'],
-};
+export type { Backend } from './backend';
 
 export interface LimiterOptions {
   /** Put before every client id to make its key. Default "rate:". */
@@ -38,7 +26,10 @@ export interface LimiterOptions {
   logger?: Logger;
   /** A call without a reply after this many ms is an outage (0: wait for ever). Default 500. */
   timeoutMs?: number;
-  /** "auto" (default): the module when the server has it, else the Functions library, found out on the first call. */
+  /**
+   * "auto" (default): the module when the server has it, else the Functions library, loaded
+   * by the limiter where it is missing or older (see backend.ts); "module" or "library" force one.
+   */
   backend?: Backend;
   /**
    * Remember refusals until Redis could first allow them, and answer them without Redis
@@ -91,7 +82,8 @@ export class SlidingWindowRateLimiter {
   /** The refusals answered without Redis (undefined: none); may be set or replaced at any time. */
   denyCache: DenyCache | undefined;
   private readonly adapter: Adapter;
-  private backendInUse: Backend;
+  /** Which code answers (module, FCALL, EVALSHA), found on the first call and again after FUNCTION FLUSH or a failover. */
+  readonly backendState: BackendState;
   /** The spare connection whose probe closed the circuit, used while the client still reconnects. */
   private bridge: Spare | undefined;
   /** Cancels the watch that retires the bridge when the client is ready (or closed) again. */
@@ -101,7 +93,8 @@ export class SlidingWindowRateLimiter {
     this.adapter = adapterFor(client);
     this.prefix = options.prefix ?? 'rate:';
     this.timeoutMs = options.timeoutMs ?? 500;
-    this.backendInUse = options.backend ?? 'auto';
+    const logger = options.logger ?? console;
+    this.backendState = new BackendState(options.backend ?? 'auto', (message) => logger.warn(message));
     this.circuit = new Circuit(options);
     this.denyCache = makeDenyCache(options.denyCache);
   }
@@ -113,17 +106,32 @@ export class SlidingWindowRateLimiter {
 
   /** "module" or "library" once the first call found out; "auto" before. */
   get backend(): Backend {
-    return this.backendInUse;
+    const { mode, confirmed, choice } = this.backendState;
+    if (mode === undefined || !confirmed) return choice;
+    return mode === 'module' ? 'module' : 'library';
   }
 
   get failOpen(): boolean {
     return this.circuit.failOpen;
   }
 
-  /** The seed's call: [allowed, count]. */
+  /**
+   * The seed's call: [allowed, count], with the seed's command (CHECK without DETAILS, as the
+   * Python client sends it: conformance/commands.json). With a deny cache it goes through
+   * `check` (the cache remembers refusals by their retry_after). During an outage: [failOpen, 0].
+   */
   async isAllowed(id: string, limit = 100, windowSeconds = 60, options: { now?: number } = {}): Promise<[boolean, number]> {
-    const r = await this.check(id, limit, windowSeconds, options);
-    return [r.allowed, r.count];
+    if (this.denyCache !== undefined) {
+      const r = await this.check(id, limit, windowSeconds, options);
+      return [r.allowed, r.count];
+    }
+    const args = [num('limit', limit), num('window', windowSeconds)];
+    if (options.now !== undefined) args.push(num('now', options.now));
+    const without = Symbol('answered without Redis');
+    const reply = await this.guarded(this.key(id), 'check', args, 'peek', args, () => without);
+    if (reply === without) return [this.circuit.failOpen, 0];
+    const [allowed, count] = ints(reply, 2) as [number, number];
+    return [allowed === 1, count];
   }
 
   /** Counts the request (weight `cost`) if it is allowed. */
@@ -139,6 +147,24 @@ export class SlidingWindowRateLimiter {
   /** Gives back what a `check` with these arguments counted; answers what `peek` answers after. Not idempotent. */
   async refund(id: string, limit: number, window: number, options: CallOptions = {}): Promise<RateLimitResult> {
     return (await this.refundLimits(id, [{ limit, window }], options)).summary;
+  }
+
+  /**
+   * `check`, and while refused, sleep exactly its retryAfter (never past `timeoutMs` from
+   * now) and check again. Resolves to the last result: allowed, or refused at the timeout,
+   * or at once when it can never pass (cost > limit) or Redis is down with fail-closed. Not
+   * a fair queue: concurrent waiters race at each retry.
+   */
+  async wait(id: string, limit: number, window: number, options: WaitOptions): Promise<RateLimitResult> {
+    const { timeoutMs, cost, ms } = options;
+    if (typeof timeoutMs !== 'number' || !(timeoutMs >= 0)) throw new RangeError(`timeoutMs must be a number >= 0, got ${timeoutMs}`);
+    const deadline = performance.now() + timeoutMs;
+    for (;;) {
+      const result = await this.check(id, limit, window, { cost, ms });
+      const pause = pauseBeforeRetry(result, deadline - performance.now());
+      if (pause === undefined) return result;
+      await new Promise((resolve) => setTimeout(resolve, pause));
+    }
   }
 
   /** Several limits in one command, all or nothing. */
@@ -304,27 +330,7 @@ export class SlidingWindowRateLimiter {
     return Promise.race([call, timeout]).finally(() => clearTimeout(timer));
   }
 
-  private async dispatch(sender: Sender, key: string, op: Op, args: string[]): Promise<unknown> {
-    const readonly = op === 'peek' || op === 'counts';
-    if (this.backendInUse !== 'library') {
-      try {
-        const reply = await sender.send(key, [MODULE_COMMANDS[op], key, ...args], readonly);
-        if (this.backendInUse === 'auto') this.backendInUse = 'module';
-        return reply;
-      } catch (err) {
-        if (this.backendInUse !== 'auto' || !/^ERR unknown command/i.test((err as Error).message ?? '')) throw err;
-        this.backendInUse = 'library';
-      }
-    }
-    const [fcall, fn] = FUNCTIONS[op];
-    try {
-      return await sender.send(key, [fcall, fn, '1', key, ...args], readonly);
-    } catch (err) {
-      if (/function not found/i.test((err as Error).message ?? '')) {
-        throw new BackendMissingError('the server has neither the slidingwindow module nor its Functions '
-          + 'library: load the module, or the library with loadLibrary(client) (FUNCTION LOAD on every primary)');
-      }
-      throw err;
-    }
+  private dispatch(sender: Sender, key: string, op: Op, args: string[]): Promise<unknown> {
+    return this.backendState.call(sender, primariesOf(this.adapter, sender, key), op, key, args);
   }
 }

@@ -45,7 +45,17 @@ const WAIT_TIMEOUT: Duration = Duration::from_secs(5);
 const CLOCK_SAMPLES: usize = 3;
 const MAX_PER_KEY: usize = 8;
 
+#[cfg(test)]
+thread_local! {
+    /// The conformance replay's clock (seconds), when set.
+    pub(crate) static FAKE_NOW: std::cell::Cell<Option<f64>> = const { std::cell::Cell::new(None) };
+}
+
 fn mono() -> f64 {
+    #[cfg(test)]
+    if let Some(t) = FAKE_NOW.with(|c| c.get()) {
+        return t;
+    }
     static BASE: OnceLock<Instant> = OnceLock::new();
     BASE.get_or_init(Instant::now).elapsed().as_secs_f64()
 }

@@ -253,15 +253,15 @@ impl Identity {
     /// Count by the API key in `header` when `is_valid` accepts it (a single value only);
     /// an unknown key is counted by address, so a client cannot dodge its limit by
     /// inventing keys.
+    /// Panics on a name that is no header name.
     pub fn api_key(
         mut self,
-        header: &'static str,
+        header: &str,
         is_valid: impl Fn(&str) -> bool + Send + Sync + 'static,
     ) -> Identity {
-        self.api_key_header = Some((
-            http::HeaderName::from_static(header),
-            std::sync::Arc::new(is_valid),
-        ));
+        let name = http::HeaderName::from_bytes(header.to_ascii_lowercase().as_bytes())
+            .unwrap_or_else(|_| panic!("not a header name: {header:?}"));
+        self.api_key_header = Some((name, std::sync::Arc::new(is_valid)));
         self
     }
 
@@ -271,7 +271,8 @@ impl Identity {
         self
     }
 
-    /// Whether a [`UserId`] extension counts (default true).
+    /// Whether API keys and a [`UserId`] extension count (default true; false: by
+    /// address only).
     pub fn users(mut self, users: bool) -> Identity {
         self.users = users;
         self
@@ -292,56 +293,46 @@ impl Identity {
         self.of_head(req.headers(), req.extensions())
     }
 
-    /// The identity of a request from its headers and extensions.
+    /// The identity of a request from its headers and extensions (the peer: what
+    /// [`peer_with`](Identity::peer_with) reads, else a `SocketAddr` or `IpAddr` extension).
     pub fn of_head(&self, headers: &http::HeaderMap, extensions: &http::Extensions) -> String {
-        struct Head<'a> {
-            headers: &'a http::HeaderMap,
-            extensions: &'a http::Extensions,
-        }
-        impl Head<'_> {
-            fn headers(&self) -> &http::HeaderMap {
-                self.headers
-            }
-            fn extensions(&self) -> &http::Extensions {
-                self.extensions
-            }
-        }
-        let req = Head {
-            headers,
-            extensions,
-        };
+        let peer = self
+            .peer
+            .as_ref()
+            .and_then(|f| f(extensions))
+            .or_else(|| extensions.get::<std::net::SocketAddr>().copied())
+            .map(|a| a.to_string())
+            .or_else(|| extensions.get::<IpAddr>().map(|a| a.to_string()));
+        self.identify(headers, extensions, peer.as_deref())
+    }
+
+    /// The identity from the headers, the extensions (for a [`UserId`]) and the socket
+    /// peer as text.
+    pub fn identify(
+        &self,
+        headers: &http::HeaderMap,
+        extensions: &http::Extensions,
+        peer: Option<&str>,
+    ) -> String {
         let api_key = self.api_key_header.as_ref().and_then(|(name, ok)| {
-            let mut values = req.headers().get_all(name).iter();
+            let mut values = headers.get_all(name).iter();
             match (values.next(), values.next()) {
                 (Some(v), None) => v.to_str().ok().filter(|v| ok(v)),
                 _ => None,
             }
         });
         let user = if self.users {
-            req.extensions().get::<UserId>().map(|u| u.0.as_str())
+            extensions.get::<UserId>().map(|u| u.0.as_str())
         } else {
             None
         };
-        let xff: Vec<&str> = req
-            .headers()
+        let api_key = if self.users { api_key } else { None };
+        let xff: Vec<&str> = headers
             .get_all("x-forwarded-for")
             .iter()
             .filter_map(|v| v.to_str().ok())
             .collect();
-        let peer = self
-            .peer
-            .as_ref()
-            .and_then(|f| f(req.extensions()))
-            .or_else(|| req.extensions().get::<std::net::SocketAddr>().copied())
-            .map(|a| a.to_string());
-        client_identity(
-            api_key,
-            user,
-            &xff,
-            peer.as_deref(),
-            &self.trusted,
-            self.ipv6_prefix,
-        )
+        client_identity(api_key, user, &xff, peer, &self.trusted, self.ipv6_prefix)
     }
 }
 

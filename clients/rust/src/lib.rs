@@ -33,6 +33,8 @@
 pub mod backend;
 mod call;
 mod circuit;
+#[cfg(test)]
+mod conformance_tests;
 pub mod deny_cache;
 mod error;
 pub mod headers;

@@ -268,14 +268,44 @@ impl<S: SendCommand> Limiter<S> {
         limit: u64,
         window_seconds: u64,
     ) -> Result<(bool, u64), Error> {
-        let d = self
-            .run(Op::Check, id, &Call::new(limit, window_seconds), false)
-            .await?;
-        Ok((d.allowed(), d.summary.count))
+        self.is_allowed_at(id, limit, window_seconds, None).await
+    }
+
+    /// `is_allowed` at an explicit `now` (Unix seconds).
+    pub async fn is_allowed_at(
+        &self,
+        id: &str,
+        limit: u64,
+        window_seconds: u64,
+        now: Option<u64>,
+    ) -> Result<(bool, u64), Error> {
+        // The seed's command: CHECK without DETAILS, answered [allowed, count].
+        let mut args = vec![limit.to_string(), window_seconds.to_string()];
+        if let Some(n) = now {
+            args.push(n.to_string());
+        }
+        let wire = Wire {
+            op: Op::Check,
+            key: self.key(id),
+            args,
+        };
+        match self.send_gated(&wire).await {
+            Ok(redis::Value::Array(items)) if items.len() == 2 => {
+                let n = |v: &redis::Value| redis::from_redis_value_ref::<i64>(v).unwrap_or(0);
+                Ok((n(&items[0]) == 1, n(&items[1]).max(0) as u64))
+            }
+            Ok(other) => Err(Error::UnexpectedReply(format!(
+                "[allowed, count]: {other:?}"
+            ))),
+            Err(Error::Timeout(_)) if self.inner.circuit.is_down() => {
+                Ok((self.inner.circuit.fail_open, 0))
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// `COUNTS`: the previous and current counts of one window of the key and the units
-    /// elapsed in the current one. During an outage: `Err(Error::Timeout)` at once.
+    /// elapsed in the current one. During an outage: zeros, `degraded`.
     pub async fn counts(
         &self,
         id: &str,
@@ -295,8 +325,16 @@ impl<S: SendCommand> Limiter<S> {
             key: self.key(id),
             args,
         };
-        let v = self.send_gated(&wire).await?;
-        Counts::from_reply(&v)
+        match self.send_gated(&wire).await {
+            Ok(v) => Counts::from_reply(&v),
+            Err(Error::Timeout(_)) if self.inner.circuit.is_down() => Ok(Counts {
+                previous: 0,
+                current: 0,
+                elapsed: 0,
+                degraded: true,
+            }),
+            Err(e) => Err(e),
+        }
     }
 
     /// Deletes the identity's key (every window's counts), and its cached refusals.

@@ -242,6 +242,8 @@ pub struct Counts {
     pub current: u64,
     /// Units elapsed in the current window.
     pub elapsed: u64,
+    /// Answered without Redis (an outage): zeros.
+    pub degraded: bool,
 }
 
 impl Counts {
@@ -251,6 +253,7 @@ impl Counts {
             previous: u(f[0]),
             current: u(f[1]),
             elapsed: u(f[2]),
+            degraded: false,
         })
     }
 }

@@ -12,6 +12,9 @@ use redis::{Cmd, ErrorKind, RedisError, RedisResult, ServerErrorKind, Value};
 use serde_json::{json, Value as J};
 
 use crate::deny_cache::{DenyCache, Spec, FAKE_NOW};
+
+/// The commands a scripted connection recorded.
+type Sent = Arc<Mutex<Vec<Vec<String>>>>;
 use crate::{
     library, Call, Counts, Decision, Identity, Limit, LimitResult, Limiter, SendCommand,
     TrustedProxies, UserId,
@@ -175,7 +178,7 @@ enum Server {
 struct Scripted {
     server: Server,
     reply: Option<Value>,
-    sent: Arc<Mutex<Vec<Vec<String>>>>,
+    sent: Sent,
 }
 
 fn words(cmd: &Cmd) -> Vec<String> {
@@ -272,11 +275,7 @@ async fn drive(l: &Limiter<Scripted>, case: &J) -> J {
     }
 }
 
-fn limiter(
-    server: Server,
-    reply: Option<Value>,
-    case: &J,
-) -> (Limiter<Scripted>, Arc<Mutex<Vec<Vec<String>>>>) {
+fn limiter(server: Server, reply: Option<Value>, case: &J) -> (Limiter<Scripted>, Sent) {
     let sent = Arc::new(Mutex::new(Vec::new()));
     let s = Scripted {
         server,

@@ -116,6 +116,7 @@ pub fn limits_headers(d: &Decision, policy: &str) -> Vec<(&'static str, String)>
 mod tests {
     use super::*;
 
+    #[allow(clippy::too_many_arguments)]
     fn r(
         allowed: bool,
         count: u64,

@@ -167,7 +167,7 @@ pub fn parse_limits(text: &str) -> Result<Vec<Limit>, RateError> {
 fn describe(l: &Limit) -> String {
     let seconds = l.window / 1000;
     for (unit, s) in UNITS.iter().rev() {
-        if l.window % 1000 == 0 && seconds % s == 0 {
+        if l.window.is_multiple_of(1000) && seconds.is_multiple_of(*s) {
             let n = seconds / s;
             return if n == 1 {
                 format!("{} per {unit}", l.limit)

@@ -37,7 +37,7 @@ pub struct LimitResult {
 }
 
 impl LimitResult {
-    fn to_seconds(&self, units: u64) -> u64 {
+    fn in_seconds(&self, units: u64) -> u64 {
         // Rounded up: a client told to wait this long is never early.
         if self.ms {
             ceil_div(units, 1000)
@@ -51,17 +51,17 @@ impl LimitResult {
     pub fn retry_after_seconds(&self) -> Option<u64> {
         u64::try_from(self.retry_after)
             .ok()
-            .map(|r| self.to_seconds(r))
+            .map(|r| self.in_seconds(r))
     }
 
     /// Whole seconds until the estimate is back to 0 (the full limit is available).
     pub fn reset_after_seconds(&self) -> u64 {
-        self.to_seconds(self.reset_after)
+        self.in_seconds(self.reset_after)
     }
 
     /// The window in whole seconds, at least 1 (as RateLimit-Policy's `w` needs).
     pub fn window_seconds(&self) -> u64 {
-        self.to_seconds(self.window).max(1)
+        self.in_seconds(self.window).max(1)
     }
 
     /// The placeholder of a call answered without Redis.

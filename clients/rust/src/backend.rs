@@ -11,7 +11,9 @@
 //! Looking for the library reads its `slidingwindow_version` (on every primary of a
 //! cluster) and replaces one older than this crate's with `FUNCTION LOAD REPLACE`; a newer
 //! one is kept. A user who may not load it gets [`Error::LibraryNotLoaded`], naming the
-//! command the operator runs. Where the server has no `FUNCTION` (Redis 6.2) calls go
+//! command the operator runs; when every primary already holds an older library that
+//! this user may not replace, that one is used as it is, with one warning naming the
+//! operator's command (as the Node client does). Where the server has no `FUNCTION` (Redis 6.2) calls go
 //! through `EVALSHA <sha> 1 key <function name> ...`, and `EVAL` with the body once on
 //! `NOSCRIPT` (after `SCRIPT FLUSH` or a restart).
 //!
@@ -252,6 +254,7 @@ pub(crate) struct Chooser {
     detect: tokio::sync::Mutex<()>,
     pub(crate) detections: AtomicU64,
     pub(crate) loads: AtomicU64,
+    warned_old: std::sync::atomic::AtomicBool,
 }
 
 async fn reply<S: SendCommand>(sender: &S, cmd: Cmd) -> Result<Value, RedisError> {
@@ -271,6 +274,7 @@ impl Chooser {
             detect: tokio::sync::Mutex::new(()),
             detections: AtomicU64::new(0),
             loads: AtomicU64::new(0),
+            warned_old: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -380,16 +384,26 @@ impl Chooser {
         version.arg("slidingwindow_version").arg(0);
         let replies = sender.send_to_primaries(version).await?;
         let mut load = false;
+        // Every primary holds some library (maybe older): usable as it is if this user may
+        // not replace it.
+        let mut every_primary_has_one = true;
+        let mut oldest = String::new();
         for r in replies {
             match r.and_then(Value::extract_error) {
                 Ok(v) => {
                     let v: String = redis::from_redis_value(v).map_err(|e| {
                         Error::UnexpectedReply(format!("slidingwindow_version: {e}"))
                     })?;
-                    load |= library::is_older(&v);
+                    if library::is_older(&v) {
+                        load = true;
+                        oldest = v;
+                    }
                 }
                 Err(e) if unknown_command(&e, "fcall_ro") => return Ok(Mode::Eval),
-                Err(e) if function_missing(&e) => load = true,
+                Err(e) if function_missing(&e) => {
+                    load = true;
+                    every_primary_has_one = false;
+                }
                 Err(e) => return Err(e.into()),
             }
         }
@@ -400,6 +414,21 @@ impl Chooser {
             for r in replies {
                 match r.and_then(Value::extract_error) {
                     Ok(_) => {}
+                    Err(e) if noperm(&e) && every_primary_has_one => {
+                        // An app upgraded before its operator keeps limiting, on the
+                        // older library, with one warning per limiter.
+                        if !self.warned_old.swap(true, Ordering::Relaxed) {
+                            log::warn!(
+                                target: "slidingwindow",
+                                "rate limiter: the loaded slidingwindow library {oldest} is older \
+                                 than this crate's {} and this user may not replace it ({e}); \
+                                 using it as it is. An operator replaces it: {}",
+                                library::version(),
+                                library::LOAD_COMMAND
+                            );
+                        }
+                        return Ok(Mode::Function);
+                    }
                     Err(e) if noperm(&e) => {
                         return Err(Error::LibraryNotLoaded(not_loaded_message(&e)))
                     }

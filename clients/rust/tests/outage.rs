@@ -288,9 +288,46 @@ fn configuration_errors_are_not_outages() {
         assert!(e.to_string().contains("FUNCTION LOAD REPLACE"), "{e}");
         assert!(!l.stats().down);
 
+        // An older library loaded by the operator, that this user may not replace: used
+        // as it is, with one warning.
+        let version = slidingwindow_client::library::version();
+        let old = slidingwindow_client::library::CODE.replace(
+            &format!("local VERSION = '{version}'"),
+            "local VERSION = '0.0.1'",
+        );
+        let _: String = redis::cmd("FUNCTION")
+            .arg("LOAD")
+            .arg(&old)
+            .query(&mut admin)
+            .unwrap();
+        let url = format!("redis://app:pw@127.0.0.1:{}/", s.port);
+        let con = redis::Client::open(url.as_str())
+            .unwrap()
+            .get_connection_manager()
+            .await
+            .unwrap();
+        let l = Limiter::new(con);
+        for i in 1..=3 {
+            let d = l.check("old", &Call::new(5, 60)).await.unwrap();
+            assert!(
+                d.allowed() && !d.degraded() && d.summary.count == i,
+                "{d:?}"
+            );
+        }
+        assert_eq!(l.stats().mode, Some(Mode::Function));
+        let w = warnings("acl-worker", "configuration_errors_are_not_outages");
+        assert_eq!(
+            w.iter()
+                .filter(|m| m.contains("older than this crate's"))
+                .count(),
+            1,
+            "{w:?}"
+        );
+
         // Loaded by the operator, and a user without +time: MissingPermission.
         let _: String = redis::cmd("FUNCTION")
             .arg("LOAD")
+            .arg("REPLACE")
             .arg(slidingwindow_client::library::CODE)
             .query(&mut admin)
             .unwrap();

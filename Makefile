@@ -121,8 +121,13 @@ bench: build bench-deps ## Server time, throughput, latency and memory against I
 	$(PYTHON) bench/bench.py $(BENCH_ARGS)
 	$(PYTHON) bench/gateway_flood.py
 	$(MAKE) bench-node
+	$(MAKE) bench-rust
 	$(PYTHON) bench/bench.py --update-readme --from bench/results/latest.json >/dev/null
 	$(PYTHON) bench/readme_blocks.py
+
+.PHONY: bench-rust
+bench-rust: build ## Rust: the tower layer in an axum app vs no limiter and tower_governor (req/s, p99, Redis server time, CPU per request; the Node store's CPU beside it when clients/node is built) -> bench/results/rust.*
+	cargo run --profile bench-client -p slidingwindow-client-bench -- $(RUST_BENCH_ARGS)
 
 .PHONY: bench-node
 bench-node: build ## Node: Express req/s and Redis server time per request, our store vs rate-limit-redis -> bench/results/node.*

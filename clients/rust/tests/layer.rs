@@ -231,8 +231,22 @@ async fn layer_on_axum() {
     // What a tonic client makes of it.
     let status = tonic::Status::from_header_map(&h).expect("a gRPC status");
     assert_eq!(status.code(), tonic::Code::ResourceExhausted);
-    assert!(status.message().starts_with("Too many requests: 1 per 60s ('grpc')."), "{}", status.message());
-    assert_eq!(status.metadata().get("retry-after").unwrap().to_str().unwrap(), retry.to_string());
+    assert!(
+        status
+            .message()
+            .starts_with("Too many requests: 1 per 60s ('grpc')."),
+        "{}",
+        status.message()
+    );
+    assert_eq!(
+        status
+            .metadata()
+            .get("retry-after")
+            .unwrap()
+            .to_str()
+            .unwrap(),
+        retry.to_string()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

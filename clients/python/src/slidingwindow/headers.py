@@ -71,7 +71,10 @@ def rate_limit_headers(result: RateLimitResult, policy: str = "default") -> dict
 
 
 def limit_name(policy: str, result: RateLimitResult) -> str:
-    """The name of one of several limits in the RateLimit fields: `api/60s`, `api/500ms`."""
+    """The name of one of several limits in the RateLimit fields: `api/60s`, `api/500ms`
+    (a window in ms of whole seconds, as a rate string's, is named in seconds: `api/1s`)."""
+    if result.ms and result.window % 1000 == 0:
+        return f"{policy}/{result.window // 1000}s"
     return f"{policy}/{result.window}{'ms' if result.ms else 's'}"
 
 

@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { SlidingWindowRateLimiter } from '../src';
+import { SlidingWindowRateLimiter, limitsHeaders, rateLimitHeaders } from '../src';
 import { connect, type Handle } from './helpers/clients';
 import { kinds, startLibraryServer, startServer, type Server } from './helpers/servers';
 
@@ -73,6 +73,18 @@ for (const { name, skip } of kinds(['redis7'])) {
         console.log(`# ${name} ${backend}: as \`now\`: ${ms} of ${N} allowed in ms, ${seconds} in seconds`);
         assert.ok(Math.abs(ms - EXPECTED) <= L + 1, `${ms} allowed in ms`);
         assert.ok(seconds < EXPECTED - L - 1, `${seconds} allowed in seconds`);
+      });
+
+      test('headers of a rate string speak seconds: names and w in whole seconds, Retry-After rounded up', async () => {
+        const limiter = new SlidingWindowRateLimiter(handle.client as never, { backend, prefix: 'h:' });
+        for (let i = 0; i < 10; i++) assert.ok((await limiter.checkLimits('k', '10/second;1000/hour', { now: START + 100 })).allowed);
+        const refused = await limiter.checkLimits('k', '10/second;1000/hour', { now: START + 100 });
+        assert.ok(!refused.allowed && refused.ms && refused.retryAfter > 0 && refused.retryAfter < 1000);
+        const headers = limitsHeaders(refused, 'api');
+        assert.equal(headers['RateLimit-Policy'], '"api/1s";q=10;w=1, "api/3600s";q=1000;w=3600');
+        assert.equal(headers['Retry-After'], '1');
+        const one = await limiter.checkLimits('one', '5/minute', { now: START });
+        assert.equal(rateLimitHeaders(one.summary, 'api')['RateLimit-Policy'], '"api";q=5;w=60');
       });
     });
   }

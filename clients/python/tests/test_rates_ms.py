@@ -24,6 +24,7 @@ import redis
 from slidingwindow_testing import RedisServer
 from slidingwindow_testing.kinds import KINDS, LIBRARY_KINDS
 from slidingwindow import SlidingWindowRateLimiter
+from slidingwindow.headers import limits_headers, rate_limit_headers
 from slidingwindow.backend import Mode
 
 L, W = 5, 1000  # "5/second": W in ms
@@ -126,3 +127,18 @@ def test_old_and_new_clients_count_apart(figures: list[str]) -> None:
     assert seconds <= HIGH  # the old one's: its own 1-second window, barely sliding
     assert seconds + ms > HIGH  # together: more than one limit lets through
     assert seconds + ms <= 2 * HIGH  # at most about 2 L per W
+
+
+def test_headers_of_a_rate_string_speak_seconds(server: RedisServer) -> None:
+    """A rate string's ms windows in the headers: names and `w` in whole seconds, as before
+    rate strings were sent in ms, and Retry-After rounded up from the ms retry_after."""
+    limiter = SlidingWindowRateLimiter(redis.Redis(port=server.port), prefix="h:")
+    for _ in range(10):
+        assert limiter.check_limits("k", "10/second;1000/hour", now=START + 100).allowed
+    refused = limiter.check_limits("k", "10/second;1000/hour", now=START + 100)
+    assert not refused.allowed and refused.ms and 0 < refused.retry_after < 1000
+    headers = limits_headers(refused, "api")
+    assert headers["RateLimit-Policy"] == '"api/1s";q=10;w=1, "api/3600s";q=1000;w=3600'
+    assert headers["Retry-After"] == "1"  # retry_after in ms (< 1000), never early
+    one = limiter.check_limits("one", "5/minute", now=START)
+    assert rate_limit_headers(one.summary, "api")["RateLimit-Policy"] == '"api";q=5;w=60'

@@ -11,6 +11,8 @@ export { adapterFor, keySlot } from './adapters';
 export type { Adapter, RedisClientLike, SendCommandFn } from './adapters';
 export { loadLibrary, librarySource, LIBRARY_PATH } from './library';
 export { parseLimits, MAX_LIMITS } from './rates';
+export { pauseBeforeRetry } from './wait';
+export type { WaitOptions } from './wait';
 export { rateLimitHeaders, limitsHeaders, limitName, sfString } from './headers';
 export {
   TrustedProxies, byIp, clientIdentity, clientIp, headerApiKey, headerValues, ipKey, parseIp, requestIdentity,

@@ -1,15 +1,15 @@
 """Rate strings as the `limits`, slowapi and flask-limiter users write them (named `rates`
 so as not to be taken for the `limits` package that limits_storage builds on).
 
-    parse_limits("10/second;1000/hour")   -> [Rate(10, 1000), Rate(1000, 3600000)]
-    parse_limits("5 per minute")          -> [Rate(5, 60000)]
+    parse_limits("10/second;1000/hour")   -> [Limit(10, 1000), Limit(1000, 3600000)]
+    parse_limits("5 per minute")          -> [Limit(5, 60000)]
     parse_limits("100/5 minutes, 2000 per day")
 
 Windows are in MILLISECONDS, and a call given a rate string sends MS: a window of a few
 units judged in whole units hardly slides (a 1-second window at 1-second resolution counts
 the previous second in full), in milliseconds it does. A rate string carries its own unit,
 so a call given one together with `ms=True` is an error. (The same windows from a list
-of Rates or (limit, window) pairs mean seconds unless `ms=True`.)
+of Limits or (limit, window) pairs mean seconds unless `ms=True`.)
 
 One rate: `<count> (/ | per) [<n>] <unit>`, unit second, minute, hour or day (plural
 allowed, any case). Rates are separated by `;`, `,` or `|`. The error messages are the
@@ -19,12 +19,13 @@ Node client's, word for word (conformance/rates.json holds both clients to it).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+
+from .limit import MAX_LIMITS, Limit
 
 UNITS_MS = {"second": 1000, "minute": 60_000, "hour": 3_600_000, "day": 86_400_000}
-# MAX_LIMITS in the module's src/window.rs: parse_limits names the bad string before the
+# The old name of MAX_LIMITS (deprecated): parse_limits names the bad string before the
 # call; test_multi_limit.py checks on a server that the module accepts this many, not one more.
-MAX_RATES = 8
+MAX_RATES = MAX_LIMITS
 _SEPARATORS = re.compile(r"[;,|]")
 # ASCII digits and letters only, as the Node client's /i regex reads them (Python's \d and
 # an IGNORECASE [a-z] would also take other scripts' digits and the Kelvin sign).
@@ -33,13 +34,7 @@ _HINT = 'write e.g. "10/second", "1000 per hour" or "100/5 minutes"'
 MS_WITH_RATE_STRING = "a rate string carries its own unit (ms): give (limit, window) pairs with ms"
 
 
-@dataclass(frozen=True)
-class Rate:
-    """`limit` requests per sliding `window` (seconds, or ms when the call says `ms`;
-    parse_limits gives ms)."""
-
-    limit: int
-    window: int
+Rate = Limit  # the old name of Limit (deprecated: use slidingwindow.Limit)
 
 
 def describe_ms(limit: int, window_ms: int) -> str:
@@ -64,7 +59,7 @@ def _unit_ms(word: str, item: str, text: str) -> int:
     raise ValueError(f"bad rate '{item}' in '{text}': {why}")
 
 
-def parse_rate(item: str, text: str | None = None) -> Rate:
+def parse_rate(item: str, text: str | None = None) -> Limit:
     """One rate, window in ms; `text` is the whole string, named in errors."""
     item = item.strip()
     whole = item if text is None else text
@@ -75,10 +70,10 @@ def parse_rate(item: str, text: str | None = None) -> Rate:
     n = int(multiplier) if multiplier is not None else 1
     if n < 1:
         raise ValueError(f"bad rate '{item}' in '{whole}': the window must be >= 1")
-    return Rate(int(count), n * _unit_ms(unit, item, whole))
+    return Limit(int(count), n * _unit_ms(unit, item, whole))
 
 
-def parse_limits(text: str) -> list[Rate]:
+def parse_limits(text: str) -> list[Limit]:
     """The rates in `text`, in order, windows in ms. Raises ValueError naming the bad part:
     an empty string, an unknown unit, a missing count, two rates with the same window,
     more than 8 rates."""
@@ -88,7 +83,7 @@ def parse_limits(text: str) -> list[Rate]:
     if not items:
         raise ValueError(f"no rate in '{text}': {_HINT}")
     rates = [parse_rate(item, text) for item in items]
-    seen: dict[int, Rate] = {}
+    seen: dict[int, Limit] = {}
     for rate in rates:
         before = seen.get(rate.window)
         if before is not None:

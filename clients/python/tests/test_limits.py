@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from slidingwindow import Rate, parse_limits
+from slidingwindow import Limit, parse_limits
 from slidingwindow.rates import describe_ms
 
 
 def test_windows_are_in_ms() -> None:
-    assert parse_limits("10/second;1000/hour") == [Rate(10, 1000), Rate(1000, 3_600_000)]
+    assert parse_limits("10/second;1000/hour") == [Limit(10, 1000), Limit(1000, 3_600_000)]
 
 
 def test_not_a_string() -> None:

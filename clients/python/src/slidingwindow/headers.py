@@ -14,7 +14,8 @@ Seconds are whole and never early: with second windows they are the module's num
 with millisecond windows they are rounded UP (1001 ms -> 2 s).
 
 Several limits (`limits_headers`): RateLimit-Policy and RateLimit list one item per limit
-(draft-ietf-httpapi-ratelimit-headers-11 takes lists), named `"<policy>/<window>s"` (`"<policy>/<window>ms"` for ms windows not a whole number of seconds);
+(draft-ietf-httpapi-ratelimit-headers-11 takes lists), named `"<policy>/<window>s"`
+(`"<policy>/<window>ms"` for ms windows that are no whole number of seconds);
 X-RateLimit-* speak for the governing limit; Retry-After is the summary's: when every
 limit allows the same request again.
 """

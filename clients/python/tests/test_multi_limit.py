@@ -15,8 +15,8 @@ from http_stacks import STACKS, keys, stack
 from slidingwindow_testing import RedisServer
 from slidingwindow import (
     AsyncSlidingWindowRateLimiter,
+    Limit,
     MultiLimitResult,
-    Rate,
     SlidingWindowRateLimiter,
 )
 from slidingwindow.guard import Refusal
@@ -41,7 +41,7 @@ def test_check_limits_reads_every_limit(limiter: SlidingWindowRateLimiter) -> No
     assert [(r.allowed, r.retry_after) for r in third.limits] == [(False, 11), (True, -1)]
     assert third.summary.reset_after == max(r.reset_after for r in third.limits)
     # The same answer from PEEK, which counts nothing; one key holds both windows.
-    assert limiter.peek_limits("a", [Rate(2, 10), (3, 60)], now=100) == third
+    assert limiter.peek_limits("a", [Limit(2, 10), (3, 60)], now=100) == third
     assert limiter.check_limits("a", [(2, 10), (3, 60)], now=111).allowed  # exact retry
     # Only the 60 s limit remains in force for a call naming it alone: its 3 counts.
     assert not limiter.check("a", 3, 60, now=111).allowed

@@ -274,7 +274,8 @@ def test_the_shipped_library_is_the_repository_file() -> None:
 
     from slidingwindow_testing import REPO
 
-    shipped = Path(library.__file__).parent / "slidingwindow.lua"
+    # slidingwindow/slidingwindow.lua, beside the library package (slidingwindow/library/).
+    shipped = Path(library.__file__).parents[1] / "slidingwindow.lua"
     assert shipped.is_symlink()
     assert shipped.resolve() == (REPO / "lua" / "slidingwindow.lua").resolve()
     assert library.CODE == (REPO / "lua" / "slidingwindow.lua").read_text()

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# The module's MAX_LIMITS (src/window.rs): limits per call, the positional one and each LIMIT.
+# The module's MAX_LIMITS (crates/core/src/window.rs): limits per call, the positional one
+# and each LIMIT.
 MAX_LIMITS = 8
+
 
 @dataclass(frozen=True)
 class Limit:

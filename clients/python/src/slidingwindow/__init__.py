@@ -13,6 +13,7 @@ from .failure import Circuit, is_unavailable
 from .headers import limits_headers, policy_header, rate_limit_headers
 from .identity import TrustedProxies, client_identity, client_ip, ip_key, parse_ip
 from .limiter import SlidingWindowRateLimiter
+from .permissions import MissingPermissionError
 from .rates import Rate, parse_limits
 from .result import MultiLimitResult, RateLimitResult
 
@@ -20,6 +21,7 @@ __all__ = [
     "AsyncSlidingWindowRateLimiter",
     "Circuit",
     "DEFAULT_TIMEOUT",
+    "MissingPermissionError",
     "MultiLimitResult",
     "Rate",
     "RateLimitResult",

@@ -10,6 +10,9 @@ export { isOutage, serverAnswered, RedisTimeoutError, BackendMissingError } from
 export { adapterFor, keySlot } from './adapters';
 export type { Adapter, RedisClientLike, SendCommandFn } from './adapters';
 export { loadLibrary, librarySource, LIBRARY_PATH } from './library';
+export {
+  MissingPermissionError, LIBRARY_COMMANDS, LIBRARY_COMMANDS_62, LIBRARY_LINE, LIBRARY_LINE_62, OPERATOR_LINE,
+} from './permissions';
 export { parseLimits, MAX_LIMITS } from './rates';
 export { rateLimitHeaders, limitsHeaders, limitName, sfString } from './headers';
 export {

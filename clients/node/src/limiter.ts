@@ -6,6 +6,7 @@ import { adapterFor, type Adapter, type RedisClientLike, type Sender, type Spare
 import { Circuit, type Logger } from './circuit';
 import { DenyCache, makeDenyCache, type DenyCacheOption, type DenySpec } from './deny-cache';
 import { BackendMissingError, RedisTimeoutError } from './errors';
+import { asPermissionError } from './permissions';
 import { parseLimits } from './rates';
 import { MultiLimitResult, RateLimitResult, ints, type Limit, type WindowCounts } from './result';
 
@@ -228,7 +229,8 @@ export class SlidingWindowRateLimiter {
         this.retireBridge(false);
         return placeholder();
       }
-      throw err;
+      // A refusal by ACL becomes MissingPermissionError (permissions.ts); anything else as it is.
+      throw await asPermissionError(err, key, (a) => this.command(key, a, true));
     }
   }
 

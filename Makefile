@@ -74,16 +74,31 @@ stop: ## Stop the server `make run` started
 	-redis-cli -p $(PORT) shutdown nosave
 
 test: deps-system deps-valgrind build build-fault deps-python ## Every test: unit, integration (Redis 7.0 and 8.2, Valkey 8.1 and 9.1), Python client
-	cargo test --tests --target-dir $(TEST_TARGET) -- --test-threads=2
+	cargo test --workspace --tests --target-dir $(TEST_TARGET) -- --test-threads=2
 	@if [ -n "$$SLIDINGWINDOW_SKIP_MEMCHECK" ]; then echo "NOTE: memcheck SKIPPED (SLIDINGWINDOW_SKIP_MEMCHECK=$$SLIDINGWINDOW_SKIP_MEMCHECK)"; fi
-	$(PYTHON) -m pytest -q -rs clients/python/tests examples/gateway bench/accuracy
+	$(PYTHON) -m pytest -q -rs clients/python/tests examples/gateway bench/accuracy bench/test_readme_blocks.py
 	$(MAKE) test-limits
 	$(MAKE) test-node
 	@$(SEED_NOTE)
 
-test-node: build ## The Node client (clients/node): npm ci from the lockfile, then its tests on every server
+test-node: build ## The Node client (clients/node): npm ci from the lockfile, then its tests on every server (test-node-install's included)
 	@command -v npm >/dev/null || { echo "npm is missing: install Node.js 18+ (with npm)"; exit 1; }
 	cd clients/node && npm ci --no-audit --no-fund && npm test
+
+# The Node client as a tarball for `npm install` in another project: a folder install
+# would link clients/node unbuilt, and building needs its devDependencies (npm ci).
+NODE_PACKAGE := target/redis-slidingwindow.tgz
+.PHONY: node-package test-node-install
+node-package: ## The Node client as an npm tarball: npm ci, build and npm pack in clients/node -> target/redis-slidingwindow.tgz
+	@command -v npm >/dev/null || { echo "npm is missing: install Node.js 18+ (with npm)"; exit 1; }
+	@mkdir -p target
+	cd clients/node && npm ci --no-audit --no-fund && npm pack --pack-destination $(CURDIR)/target
+	@cd clients/node && mv "$(CURDIR)/target/$$(node -p "const p = require('./package.json'); p.name + '-' + p.version + '.tgz'")" $(CURDIR)/$(NODE_PACKAGE)
+	@echo "npm install $(CURDIR)/$(NODE_PACKAGE)"
+
+test-node-install: build ## Only the README's Node install lines and Express app, in an empty project (clients/node/test/install.test.ts)
+	@command -v npm >/dev/null || { echo "npm is missing: install Node.js 18+ (with npm)"; exit 1; }
+	cd clients/node && npm ci --no-audit --no-fund && npm run build && node --test build/test/install.test.js
 
 # limits' own tests: on the four servers with the module, and through the Functions
 # library on servers without it (all four as managed services, Redis 6.2's EVALSHA, a
@@ -95,7 +110,7 @@ test-limits: ## The limits storage: flask-limiter/slowapi examples, limits' own 
 
 lint: ## cargo fmt --check, clippy -D warnings, mypy --strict on the Python client, tsc --noEmit on the Node client
 	cargo fmt --all -- --check
-	cargo clippy --release --all-targets -- -D warnings
+	cargo clippy --release --workspace --all-targets -- -D warnings
 	$(PYTHON) -m mypy --strict clients/python/src/slidingwindow
 	cd clients/node && { [ -d node_modules ] || npm ci --no-audit --no-fund; } && npm run lint
 
@@ -106,6 +121,8 @@ bench: build bench-deps ## Server time, throughput, latency and memory against I
 	$(PYTHON) bench/bench.py $(BENCH_ARGS)
 	$(PYTHON) bench/gateway_flood.py
 	$(MAKE) bench-node
+	$(PYTHON) bench/bench.py --update-readme --from bench/results/latest.json >/dev/null
+	$(PYTHON) bench/readme_blocks.py
 
 .PHONY: bench-node
 bench-node: build ## Node: Express req/s and Redis server time per request, our store vs rate-limit-redis -> bench/results/node.*
@@ -121,6 +138,7 @@ bench-plain: build bench-deps ## Only the plain redis-benchmark conditions (50 c
 
 accuracy: deps-system build bench-deps ## Sliding window counter vs fixed window vs sliding log, judged exactly -> bench/results/accuracy.*
 	$(PYTHON) -m bench.accuracy $(ARGS)
+	$(PYTHON) bench/readme_blocks.py
 
 accuracy-quick: deps-system build bench-deps ## The same accuracy run, small (seconds): runs in CI so it cannot rot
 	$(PYTHON) -m bench.accuracy --quick $(ARGS)

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import measure
+from compact import write_raw
 import memory
 import plain
 import report
@@ -162,10 +163,12 @@ def write(rep: dict[str, Any], out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     md = report.render_markdown(rep)
     (out / "latest.md").write_text(md)
-    (out / "latest.json").write_text(json.dumps(report.jsonable(rep), indent=1))
+    report.write_compact(rep, out / "latest.json")
+    raw = write_raw(report.jsonable(rep), f"latest-{rep['mode']}.json")
     report.draw_chart(rep, out / "chart.png")
     print(md)
-    print(f"\nwritten: {out}/latest.md, latest.json, chart.png ({rep['seconds']}s)")
+    print(f"\nwritten: {out}/latest.md, latest.json, chart.png ({rep['seconds']}s); "
+          f"raw samples: {raw}")
 
 
 def main() -> None:

@@ -10,7 +10,7 @@ The cases are bench/workloads.py's (the benchmark's own commands): warm keys by 
 the new-key cases (check_new, check_new_clock, setpxat_new) call each id once, on ids
 never written, over the same warm background keyspace.
 
-Two views, written to bench/profile/ (text; the big raw files stay in a temp dir unless
+Two views, written to target/bench/profile/ (text; the big raw files stay in a temp dir unless
 --keep-raw is given):
 
 * callgrind (valgrind): exact instructions (Ir) per call, insensitive to the machine's
@@ -45,13 +45,14 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bench import DEFAULT_MODULE, LUA_LIBRARY, seed_script
+from compact import RAW
 from measure import warm_case, warm_stream
 from report import ROOT, machine_info
 from resp import Conn, batches_of, classify, count_cmds, resp, show_cmd
 from servers import Server, binary
 from workloads import Case, Ids, Zipf, ident, make_cases
 
-OUT = ROOT / "bench" / "profile"
+OUT = RAW / "profile"  # callgrind/perf dumps and summaries: not committed
 STREAM_WARM = 20_000  # the stream's draws before profiling (make bench: 200,000)
 DEFAULT_CASES = ("check,check_clock,check_new,check_new_clock,denied,peek,details,setpxat,"
                  "setpxat_new,set,get,incr,seed")
@@ -604,9 +605,9 @@ def main():
     ap.add_argument("--perf-freq", type=int, default=2000)
     ap.add_argument("--no-perf", action="store_true")
     ap.add_argument("--no-callgrind", action="store_true")
-    ap.add_argument("--out", help="output directory (default bench/profile)")
+    ap.add_argument("--out", help="output directory (default target/bench/profile)")
     ap.add_argument("--keep-raw", action="store_true",
-                    help="copy the callgrind dumps to bench/profile/ too (large)")
+                    help="copy the callgrind dumps to the output directory too (large)")
     ap.add_argument("--module", default=str(DEFAULT_MODULE))
     ap.add_argument("--seed-script", help="the seed's Lua script (default: as bench.py)")
     ap.add_argument("--redis-server", default=None, help="default: $REDIS_SERVER or redis-server")

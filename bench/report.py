@@ -14,12 +14,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from compact import compact_json, without
 from targets import SOURCES, TARGETS, Target, judged
 
 ROOT = Path(__file__).resolve().parent.parent
 # The benchmark's own outputs: a tree that differs from its commit only there measured
 # that commit.
-OUTPUTS = ("bench/results/", "bench/profile/")
+OUTPUTS = ("bench/results/",)
 README_BEGIN = "<!-- bench:begin (bench/bench.py --update-readme writes this block) -->"
 README_END = "<!-- bench:end -->"
 
@@ -74,6 +75,12 @@ def jsonable(o: Any) -> Any:
     if isinstance(o, (list, tuple)):
         return [jsonable(v) for v in o]
     return o
+
+
+def write_compact(rep: dict[str, Any], path: Path) -> None:
+    """The committed latest.json: `rep` without its samples (every "runs" list), one
+    line per case: what the tables, the targets and the README are made from."""
+    path.write_text(compact_json(without(jsonable(rep), "runs"), 4))
 
 
 def p(d: dict[Any, Any], key: int) -> Any:

@@ -538,7 +538,9 @@ local function decide(state, req)
       if allowed then
         k = { -(j.limit - (j.est + cost)), 0 }
       elseif not allows(j, cost) then
-        k = d.retry_of(j) or NEVER
+        -- Compared as the reply shows them (capped), as the module compares.
+        local r = d.retry_of(j)
+        k = r and big(bcap(r)) or NEVER
       end
       if k and (best == nil or bless(key, k)) then
         best, key = i, k

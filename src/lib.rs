@@ -1,7 +1,8 @@
 //! redis-slidingwindow: the `slidingwindow` module. Registration only: the commands,
 //! their flags, ACL categories and docs, the INFO section. The algorithm lives in
-//! `window`, the bytes in `encoding`, argument checking in `args`, the handlers in
-//! `commands`, key access in `key`, replies in `reply`.
+//! `window`, the bytes in `encoding`, argument checking in `args` (all three in the
+//! pure crate slidingwindow-core, crates/core), the handlers in `commands`, key access
+//! in `key`, replies in `reply`.
 
 // Unit tests leave out the `redis_module!` entry point, so the registration code is
 // unused there.
@@ -9,22 +10,16 @@
 
 #[macro_use]
 mod api;
-mod args;
 mod command_info;
 mod commands;
-mod encoding;
 #[cfg(feature = "fault-injection")]
 mod fault;
 mod key;
 mod reply;
 mod stats;
-#[cfg(test)]
-mod testing;
-#[cfg(test)]
-mod testref;
-#[cfg(test)]
-mod testrng;
-mod window;
+
+// The pure parts (crates/core), named as the handlers have always named them.
+use slidingwindow_core::{args, encoding, window};
 
 use anyhow::{anyhow, bail, Context as _};
 use libc::c_int;

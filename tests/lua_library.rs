@@ -25,6 +25,7 @@ on_every_server!(
     both_on_one_server_answer_as_the_module,
     a_key_moves_between_module_and_library,
     waits_are_capped_at_the_extremes,
+    a_tie_at_the_cap_goes_to_the_first_limit,
     expiries_past_2_53_ms_are_kept_exactly,
     version_is_the_crate_version,
     refund_gives_back_newest_first,
@@ -48,6 +49,7 @@ fn assert_coverage(kind: Kind, t: &Tally, refund: bool) {
     assert!(t.compared > t.steps * 9 / 10, "{t:?}");
     assert!(t.allowed > 500 && t.denied > 500, "{t:?}");
     assert!(t.details7 > 100 && t.expiries_compared > 1000, "{t:?}");
+    assert!(t.capped_ties > 20, "{t:?}");
     assert!(t.wrongtype > 50, "{t:?}");
     assert!(!refund || t.refunds > 500, "{t:?}");
     for k in ERROR_KINDS {
@@ -277,6 +279,43 @@ fn ints(v: &Value) -> Vec<i64> {
             .collect(),
         other => panic!("not an array: {other:?}"),
     }
+}
+
+/// Two limits deny with waits past 2^53 - 1: both are capped in the reply, so they tie,
+/// and the governing limit is the first in call order (README) in both. The library
+/// compared the uncapped waits and took the second (found by a differential run).
+fn a_tie_at_the_cap_goes_to_the_first_limit(kind: Kind) {
+    let s = Server::start(kind, &[]);
+    let mut c = s.connection();
+    load_library(&mut c);
+    let max = MAX.to_string();
+    let mut replies = Vec::new();
+    for key in ["tie:m", "tie:l"] {
+        let call = |args: &[&str]| {
+            let args: Vec<Vec<u8>> = args.iter().map(|a| a.as_bytes().to_vec()).collect();
+            if key == "tie:m" {
+                module_cmd(Op::Check, key, &args)
+            } else {
+                fcall(Op::Check, key, &args)
+            }
+        };
+        // limit 3 per 5 s at now 2^53 - 1, and 3 per 4503599627370 s, cost 3: allowed.
+        let fill = ["3", "5", &max, "LIMIT", "3", "4503599627370", "COST", "3"];
+        let v: Value = call(&fill).query(&mut c).unwrap();
+        assert_eq!(ints(&v), vec![1, 3], "{key}");
+        // From behind (now 4): limits 3 and 2, both denied, both waits capped.
+        let again = ["3", "5", "4", "LIMIT", "2", "4503599627370", "DETAILS"];
+        replies.push(call(&again).query::<Value>(&mut c).unwrap());
+    }
+    let (m, l) = (ints(&replies[0]), ints(&replies[1]));
+    // allowed, count, limit (the first's: 3), remaining, retry_after, reset_after, then
+    // per limit [window, limit, count, remaining, retry_after, reset_after].
+    let m_ = MAX as i64;
+    let first = [5, 3, 3, 0, m_, m_];
+    let second = [4503599627370, 2, 3, 0, m_, m_];
+    let want: Vec<i64> = [&[0, 3, 3, 0, m_, m_][..], &first, &second].concat();
+    assert_eq!(m, want, "module");
+    assert_eq!(l, want, "library");
 }
 
 fn waits_are_capped_at_the_extremes(kind: Kind) {

@@ -1,5 +1,5 @@
 //! Several limits in one call (`LIMIT limit window`, repeatable), on real servers:
-//! replies against the per-window seed reference (src/testref.rs), exact retry and
+//! replies against the per-window seed reference (crates/testkit/src/reference.rs), exact retry and
 //! reset, keys written by release 0.1, windows kept across policies, expiry, atomicity,
 //! replicas and AOF, and SLIDINGWINDOW.COUNTS.
 

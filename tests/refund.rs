@@ -1,5 +1,5 @@
 //! SLIDINGWINDOW.REFUND on real servers: replies and counts against the reference
-//! (src/testref.rs) over random CHECK/REFUND/PEEK/COUNTS sequences, the key's expiry
+//! (crates/testkit/src/reference.rs) over random CHECK/REFUND/PEEK/COUNTS sequences, the key's expiry
 //! kept, no write when nothing is given back, replicas and AOF replay byte-identical,
 //! concurrency, errors, INFO.
 

@@ -28,6 +28,7 @@ from typing import Any
 
 from slidingwindow_testing import KINDS, MODULE, REPO
 
+from ..compact import compact_json, without, write_raw
 from .phases import Config, log, run_adversarial, run_memory, run_mix, supports_limit
 from .report import draw_chart, render_markdown
 from .server import start_server
@@ -75,15 +76,12 @@ def main() -> None:
                     help="only rewrite the Markdown and the chart beside an accuracy.json")
     args = ap.parse_args()
     if args.render:
-        path = Path(args.render)
-        saved = json.loads(path.read_text())
-        (path.parent / "accuracy.md").write_text(render_markdown(saved))
-        draw_chart(saved, path.parent / "accuracy.png")
-        log(f"written: {path.parent / 'accuracy.md'}, {path.parent / 'accuracy.png'}")
+        saved = json.loads(Path(args.render).read_text())
+        out = Path(args.out) if args.out else default_out(saved["quick"])
+        write(saved, out, raw=False)
         return
     cfg = QUICK if args.quick else FULL
-    out = Path(args.out) if args.out else REPO / "bench" / "results" / (
-        "quick" if args.quick else "")
+    out = Path(args.out) if args.out else default_out(args.quick)
     module = Path(args.module).resolve()
     if not module.exists():
         sys.exit(f"{module} is missing: run `make build`")
@@ -92,7 +90,8 @@ def main() -> None:
     report: dict[str, Any] = {
         "command": "make accuracy" + (" ARGS=--quick" if args.quick else ""),
         "commit": git("rev-parse", "--short", "HEAD"),
-        "module_source_modified": bool(git("status", "--porcelain", "--", "src", "Cargo.toml")),
+        "module_source_modified": bool(git("status", "--porcelain", "--", "src", "crates",
+                                               "Cargo.toml")),
         "module": str(module),
         "module_sha256": hashlib.sha256(module.read_bytes()).hexdigest()[:16],
         "machine": machine(), "quick": args.quick}
@@ -111,11 +110,24 @@ def main() -> None:
     report["seconds"] = round(time.perf_counter() - started, 1)
     report["machine"]["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
 
+    write(report, out, raw=True)
+    log(f"(whole run {report['seconds']} s)")
+
+
+def default_out(quick: bool) -> Path:
+    return REPO / "bench" / "results" / ("quick" if quick else "")
+
+
+def write(report: dict[str, Any], out: Path, raw: bool) -> None:
+    """accuracy.md, the chart and a compact accuracy.json (no series) in `out`; with
+    `raw`, the whole report under target/bench/ too (what --render takes)."""
     out.mkdir(parents=True, exist_ok=True)
-    (out / "accuracy.json").write_text(json.dumps(report, indent=1) + "\n")
+    written = [out / "accuracy.json", out / "accuracy.md"]
+    (out / "accuracy.json").write_text(compact_json(without(report, "series"), 4))
     (out / "accuracy.md").write_text(render_markdown(report))
-    chart = draw_chart(report, out / "accuracy.png")
-    written = ["accuracy.json", "accuracy.md"] + (["accuracy.png"] if chart else [])
-    log(f"\nwritten: {', '.join(str(out / w) for w in written)} "
-        f"(whole run {report['seconds']} s)")
+    if draw_chart(report, out / "accuracy.png"):
+        written.append(out / "accuracy.png")
+    if raw:  # the series too, for --render
+        written.append(write_raw(report, f"accuracy-{'quick' if report['quick'] else 'full'}.json"))
+    log(f"\nwritten: {', '.join(str(w) for w in written)}")
 

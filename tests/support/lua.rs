@@ -234,6 +234,8 @@ pub struct Gen {
     rng: Rng,
     keys: Vec<KeyPlan>,
     pub refund: bool,
+    /// Steps already decided (a scenario of several calls), taken before new ones.
+    queued: std::collections::VecDeque<Planned>,
 }
 
 /// Foreign values, each a command and its arguments after the key. Strings among
@@ -328,7 +330,12 @@ impl Gen {
                 pool_ms,
             });
         }
-        Gen { rng, keys, refund }
+        Gen {
+            rng,
+            keys,
+            refund,
+            queued: Default::default(),
+        }
     }
 
     pub fn key_count(&self) -> usize {
@@ -537,7 +544,84 @@ impl Gen {
         bytes
     }
 
+    /// Waits at the cap, and ties between them: a CHECK at `now` = 2^53 - 1 fills two or
+    /// more of key `k`'s windows (every window's next boundary then lies past 2^53 - 1),
+    /// and later calls come from behind (`now` 0-4, or a little below the top), so that
+    /// several limits deny with waits capped at 2^53 - 1: the reply's governing limit is
+    /// then the first of them in call order (README), in the module and the library
+    /// alike. Queues the later calls; returns the first, or None when `k` has fewer than
+    /// two windows in this unit.
+    fn cap_scenario(&mut self, k: usize, ms: bool) -> Option<Planned> {
+        let mut pool = if ms {
+            self.keys[k].pool_ms.clone()
+        } else {
+            self.keys[k].pool_s.clone()
+        };
+        if pool.len() < 2 {
+            return None;
+        }
+        let n = self.rng.range(2, pool.len().min(4) as u64) as usize;
+        let mut windows = Vec::new();
+        for _ in 0..n {
+            let i = self.rng.range(0, pool.len() as u64 - 1) as usize;
+            windows.push(pool.swap_remove(i));
+        }
+        let limit = self.rng.range(1, 5);
+        let args = |limits: &[u64], now: u64, cost: u64, details: bool| {
+            let mut a: Vec<Vec<u8>> = Vec::new();
+            for (i, (l, w)) in limits.iter().zip(&windows).enumerate() {
+                if i > 0 {
+                    a.push(b"LIMIT".to_vec());
+                }
+                a.push(l.to_string().into_bytes());
+                a.push(w.to_string().into_bytes());
+                if i == 0 {
+                    a.push(now.to_string().into_bytes());
+                }
+            }
+            a.extend([b"COST".to_vec(), cost.to_string().into_bytes()]);
+            if ms {
+                a.push(b"MS".to_vec());
+            }
+            if details {
+                a.push(b"DETAILS".to_vec());
+            }
+            a
+        };
+        let call = |op, args| Planned {
+            key: k,
+            step: Step::Call(op, args),
+            server_clock: false,
+            ms,
+        };
+        let fill = call(Op::Check, args(&vec![limit; n], MAX, limit, false));
+        for _ in 0..self.rng.range(1, 3) {
+            // Equal or lower limits: every one of them denies; a higher first one lets
+            // the tie fall between the later ones.
+            let mut limits: Vec<u64> = (0..n).map(|_| self.rng.range(1, limit)).collect();
+            if self.rng.range(0, 3) == 0 {
+                limits[0] = limit + self.rng.range(1, 3);
+            }
+            let now = match self.rng.range(0, 2) {
+                0 => self.rng.range(0, 4),
+                _ => MAX - self.rng.range(1, 1 << 40),
+            };
+            let cost = self.rng.range(1, limit);
+            let op = if self.rng.range(0, 3) == 0 {
+                Op::Peek
+            } else {
+                Op::Check
+            };
+            self.queued
+                .push_back(call(op, args(&limits, now, cost, true)));
+        }
+        Some(fill)
+    }
+
     pub fn next(&mut self) -> Planned {
+        if let Some(p) = self.queued.pop_front() {
+            return p;
+        }
         let foreign = foreign_values().len() as u64;
         let k = if self.rng.range(0, 9) == 0 {
             self.rng.range(0, foreign - 1)
@@ -587,6 +671,11 @@ impl Gen {
                 };
             }
         };
+        if !self.keys[k].foreign && self.rng.range(0, 40) == 0 {
+            if let Some(first) = self.cap_scenario(k, ms) {
+                return first;
+            }
+        }
         let server_clock = !self.keys[k].foreign && self.rng.range(0, 30) == 0;
         let now = (!server_clock).then_some(now);
         let args = if op == Op::Counts {
@@ -736,6 +825,8 @@ pub struct Tally {
     pub expiries_compared: usize,
     pub skipped_clock: usize,
     pub details7: usize,
+    /// DETAILS replies in which two or more limits' waits are capped at 2^53 - 1.
+    pub capped_ties: usize,
 }
 
 /// The kinds of error text args.rs makes, and WRONGTYPE: each must have been seen.
@@ -826,6 +917,9 @@ pub fn differential(gen: &mut Gen, a: &mut Side, b: &mut Side, steps: usize) -> 
                     }
                     if items.len() == 7 {
                         t.details7 += 1;
+                        if capped_waits(&items[6]) >= 2 {
+                            t.capped_ties += 1;
+                        }
                     }
                 }
                 Value::Array(_) if matches!(p.step, Step::Call(Op::Refund, _)) => t.refunds += 1,
@@ -896,6 +990,17 @@ pub fn differential(gen: &mut Gen, a: &mut Side, b: &mut Side, steps: usize) -> 
         }
     }
     t
+}
+
+/// How many limits of a DETAILS reply's per-limit list wait exactly 2^53 - 1.
+fn capped_waits(each: &Value) -> usize {
+    let Value::Array(limits) = each else {
+        return 0;
+    };
+    limits
+        .iter()
+        .filter(|l| matches!(l, Value::Array(f) if f.get(4) == Some(&Value::Int(MAX as i64))))
+        .count()
 }
 
 fn show(step: &Step) -> String {

@@ -885,10 +885,9 @@ pub fn replies<T>(got: Vec<T>, sent: usize, what: &str) -> Vec<T> {
     got
 }
 
-/// The unit tests' deterministic generator, shared so a failing case can be replayed.
-#[path = "../../src/testrng.rs"]
-mod testrng;
+/// The unit tests' deterministic generator (crates/testkit), so a failing case can be
+/// replayed.
 #[allow(unused_imports)] // not every test file draws random numbers
-pub use testrng::Rng;
+pub use slidingwindow_testkit::rng::Rng;
 
 pub mod lua;

@@ -1,4 +1,4 @@
-//! Random call sequences with the reference's answers (src/testref.rs, the seed's own
+//! Random call sequences with the reference's answers (crates/testkit's reference, the seed's own
 //! arithmetic, no code shared with the module), and the runner that sends them to a
 //! server and compares every reply. Used by tests/multi_limit.rs (CHECK, PEEK, COUNTS)
 //! and tests/refund.rs (REFUND too).
@@ -6,10 +6,7 @@
 use super::Rng;
 use redis::Value;
 
-#[path = "../../src/testref.rs"]
-pub mod testref;
-
-use testref::{RefKey, RefReply};
+use slidingwindow_testkit::reference::{RefKey, RefReply};
 
 /// A reply as integers: the head, and the 7th element's arrays when present.
 pub fn ints(v: &Value) -> (Vec<i64>, Option<Vec<Vec<i64>>>) {

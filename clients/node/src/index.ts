@@ -14,6 +14,8 @@ export {
   MissingPermissionError, LIBRARY_COMMANDS, LIBRARY_COMMANDS_62, LIBRARY_LINE, LIBRARY_LINE_62, OPERATOR_LINE,
 } from './permissions';
 export { parseLimits, MAX_LIMITS } from './rates';
+export { pauseBeforeRetry } from './wait';
+export type { WaitOptions } from './wait';
 export { rateLimitHeaders, limitsHeaders, limitName, sfString } from './headers';
 export {
   TrustedProxies, byIp, clientIdentity, clientIp, headerApiKey, headerValues, ipKey, parseIp, requestIdentity,

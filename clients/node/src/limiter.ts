@@ -9,6 +9,7 @@ import { BackendMissingError, RedisTimeoutError } from './errors';
 import { asPermissionError } from './permissions';
 import { parseLimits } from './rates';
 import { MultiLimitResult, RateLimitResult, ints, type Limit, type WindowCounts } from './result';
+import { pauseBeforeRetry, type WaitOptions } from './wait';
 
 export type Backend = 'auto' | 'module' | 'library';
 type Op = 'check' | 'peek' | 'refund' | 'counts';
@@ -121,10 +122,23 @@ export class SlidingWindowRateLimiter {
     return this.circuit.failOpen;
   }
 
-  /** The seed's call: [allowed, count]. */
+  /**
+   * The seed's call: [allowed, count], with the seed's command (CHECK without DETAILS, as the
+   * Python client sends it: conformance/commands.json). With a deny cache it goes through
+   * `check` (the cache remembers refusals by their retry_after). During an outage: [failOpen, 0].
+   */
   async isAllowed(id: string, limit = 100, windowSeconds = 60, options: { now?: number } = {}): Promise<[boolean, number]> {
-    const r = await this.check(id, limit, windowSeconds, options);
-    return [r.allowed, r.count];
+    if (this.denyCache !== undefined) {
+      const r = await this.check(id, limit, windowSeconds, options);
+      return [r.allowed, r.count];
+    }
+    const args = [num('limit', limit), num('window', windowSeconds)];
+    if (options.now !== undefined) args.push(num('now', options.now));
+    const without = Symbol('answered without Redis');
+    const reply = await this.guarded(this.key(id), 'check', args, 'peek', args, () => without);
+    if (reply === without) return [this.circuit.failOpen, 0];
+    const [allowed, count] = ints(reply, 2) as [number, number];
+    return [allowed === 1, count];
   }
 
   /** Counts the request (weight `cost`) if it is allowed. */
@@ -140,6 +154,24 @@ export class SlidingWindowRateLimiter {
   /** Gives back what a `check` with these arguments counted; answers what `peek` answers after. Not idempotent. */
   async refund(id: string, limit: number, window: number, options: CallOptions = {}): Promise<RateLimitResult> {
     return (await this.refundLimits(id, [{ limit, window }], options)).summary;
+  }
+
+  /**
+   * `check`, and while refused, sleep exactly its retryAfter (never past `timeoutMs` from
+   * now) and check again. Resolves to the last result: allowed, or refused at the timeout,
+   * or at once when it can never pass (cost > limit) or Redis is down with fail-closed. Not
+   * a fair queue: concurrent waiters race at each retry.
+   */
+  async wait(id: string, limit: number, window: number, options: WaitOptions): Promise<RateLimitResult> {
+    const { timeoutMs, cost, ms } = options;
+    if (typeof timeoutMs !== 'number' || !(timeoutMs >= 0)) throw new RangeError(`timeoutMs must be a number >= 0, got ${timeoutMs}`);
+    const deadline = performance.now() + timeoutMs;
+    for (;;) {
+      const result = await this.check(id, limit, window, { cost, ms });
+      const pause = pauseBeforeRetry(result, deadline - performance.now());
+      if (pause === undefined) return result;
+      await new Promise((resolve) => setTimeout(resolve, pause));
+    }
   }
 
   /** Several limits in one command, all or nothing. */

@@ -25,7 +25,7 @@ SAMPLES = 2000  # elapsed values per window and count, evenly spaced
 
 
 def module_estimate(previous: int, window: int, elapsed: int) -> int:
-    """src/window.rs: weight, multiply, add, floor (current is 0 here)."""
+    """crates/core/src/window.rs: weight, multiply, add, floor (current is 0 here)."""
     return math.floor(previous * ((window - elapsed) / window) + 0)
 
 

@@ -28,7 +28,8 @@ __all__ = ["cluster", "own_server", "redis_server", "seed_lua", "server_kind"]
 
 
 ON_LIBRARY_SERVERS = {
-    "test_asyncio", "test_backend", "test_headers", "test_limiter", "test_limits_storage",
+    "test_asyncio", "test_backend", "test_counts_reset", "test_headers", "test_limiter",
+    "test_limits_storage",
     "test_multi_limit", "test_refund",
 }
 

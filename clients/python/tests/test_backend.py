@@ -1,4 +1,5 @@
-"""backend= "auto" / "module" / "lua": which code answers, detected once, found again.
+"""backend= "auto" / "module" / "library" ("lua": its old name): which code answers,
+detected once, found again.
 
 On every kind (the module's servers and LIBRARY_KINDS): the mode auto picks, what each
 later call sends (one command, nothing else), the library loaded again after FUNCTION
@@ -91,7 +92,7 @@ def test_auto_detects_once_then_one_command_per_call(
 
 
 def test_forced_backends(r: redis.Redis, server_kind: Kind, prefix: str) -> None:
-    lua = SlidingWindowRateLimiter(r, prefix=prefix, backend="lua")
+    lua = SlidingWindowRateLimiter(r, prefix=prefix, backend="library")
     assert lua.check("k", 3, 60, now=500).remaining == 2
     assert lua.backend.mode is (Mode.FUNCTION if has_functions(server_kind) else Mode.EVAL)
     module = SlidingWindowRateLimiter(r, prefix=prefix, backend="module")
@@ -101,8 +102,16 @@ def test_forced_backends(r: redis.Redis, server_kind: Kind, prefix: str) -> None
         with pytest.raises(redis.ResponseError, match="unknown command"):
             module.check("k", 3, 60, now=500)
         assert not module.circuit.down
-    with pytest.raises(ValueError, match="backend='redis'"):
+    with pytest.raises(ValueError, match="backend='redis': use one of 'auto', 'module', 'library'"):
         SlidingWindowRateLimiter(r, backend="redis")
+
+
+def test_lua_is_the_old_name_of_library(r: redis.Redis, server_kind: Kind, prefix: str) -> None:
+    with pytest.warns(DeprecationWarning, match="backend='lua' is deprecated: use backend='library'"):
+        old = SlidingWindowRateLimiter(r, prefix=prefix, backend="lua")
+    assert old.backend.choice == "library"
+    assert old.check("k", 3, 60, now=500).remaining == 2
+    assert old.backend.mode is (Mode.FUNCTION if has_functions(server_kind) else Mode.EVAL)
 
 
 def test_loaded_again_after_function_flush(
@@ -110,7 +119,7 @@ def test_loaded_again_after_function_flush(
     if not has_functions(server_kind):
         pytest.skip("Redis 6.2 has no FUNCTION (SCRIPT FLUSH: the next test)")
     errors: list[BaseException] = []
-    limiter = SlidingWindowRateLimiter(r, prefix=prefix, on_error=errors.append, backend="lua")
+    limiter = SlidingWindowRateLimiter(r, prefix=prefix, on_error=errors.append, backend="library")
     assert limiter.is_allowed("f", 5, 60) == (True, 1)
     r.execute_command("FUNCTION", "FLUSH")  # type: ignore[no-untyped-call]
     assert limiter.is_allowed("f", 5, 60) == (True, 2)  # the same call goes through
@@ -123,7 +132,7 @@ def test_script_flush_on_the_evalsha_path(
         r: redis.Redis, server_kind: Kind, prefix: str) -> None:
     limiter = SlidingWindowRateLimiter(r, prefix=prefix)
     if expected_mode(server_kind) is not Mode.EVAL:
-        limiter = SlidingWindowRateLimiter(r, prefix=prefix, backend="lua")
+        limiter = SlidingWindowRateLimiter(r, prefix=prefix, backend="library")
         limiter.backend.mode = Mode.EVAL  # the path a server without FUNCTION takes
     assert limiter.is_allowed("s", 5, 60) == (True, 1)
     r.script_flush()
@@ -140,14 +149,14 @@ def test_older_library_is_replaced(r: redis.Redis, server_kind: Kind, prefix: st
     old = library.CODE.replace(f"local VERSION = '{library.VERSION}'", "local VERSION = '0.0.1'")
     r.execute_command("FUNCTION", "LOAD", "REPLACE", old)  # type: ignore[no-untyped-call]
     assert r.fcall_ro("slidingwindow_version", 0) == b"0.0.1"
-    limiter = SlidingWindowRateLimiter(r, prefix=prefix, backend="lua")
+    limiter = SlidingWindowRateLimiter(r, prefix=prefix, backend="library")
     assert limiter.is_allowed("o", 5, 60) == (True, 1)
     assert r.fcall_ro("slidingwindow_version", 0) == library.VERSION.encode()
     assert limiter.backend.loads == 1
     # A newer one is kept (another client's, in a rolling deploy).
     newer = library.CODE.replace(f"local VERSION = '{library.VERSION}'", "local VERSION = '99.0'")
     r.execute_command("FUNCTION", "LOAD", "REPLACE", newer)  # type: ignore[no-untyped-call]
-    other = SlidingWindowRateLimiter(r, prefix=prefix, backend="lua")
+    other = SlidingWindowRateLimiter(r, prefix=prefix, backend="library")
     assert other.is_allowed("o", 5, 60) == (True, 2)
     assert other.backend.loads == 0
     assert r.fcall_ro("slidingwindow_version", 0) == b"99.0"

@@ -110,6 +110,8 @@ def test_the_application_line_runs_every_call(library_server: RedisServer) -> No
     assert limiter.peek("a", 3, 60, now=1001).remaining == 0
     assert limiter.refund("a", 3, 60, now=1001, cost=2).allowed  # 2 of 3 given back
     assert limiter.peek("a", 3, 60, now=1001).count == 2
+    counts = limiter.counts("a", 60, now=1001)
+    assert (counts.previous, counts.current, counts.elapsed) == (0, 1, 41)
     assert limiter.check("ms", 2, 1000, ms=True).allowed
     several = limiter.check_limits("multi", [(5, 60), (20, 3600), (50, 86400)], now=2000)
     assert several.allowed and [r.count for r in several.limits] == [1, 1, 1]
@@ -145,6 +147,7 @@ def test_only_the_functions_names_every_missing_command(library_server: RedisSer
     errors: list[BaseException] = []
     limiter = SlidingWindowRateLimiter(app, on_error=errors.append)
     for call in (lambda: limiter.check("b", 5, 60), lambda: limiter.peek("b", 5, 60),
+                 lambda: limiter.counts("b", 60),
                  lambda: limiter.check_limits("b", [(5, 60), (10, 3600)], now=100),
                  lambda: limiter.refund("b", 5, 60)):
         with pytest.raises(MissingPermissionError) as caught:
@@ -244,5 +247,5 @@ def test_the_module_command_refused() -> None:
         assert "ACL SETUSER <user> +slidingwindow.check" in str(caught.value)
         # The library on the same server, chosen: the line works.
         library.load(server.r)
-        assert SlidingWindowRateLimiter(app, backend="lua").check("m", 5, 60).allowed
+        assert SlidingWindowRateLimiter(app, backend="library").check("m", 5, 60).allowed
         app.close()

@@ -97,8 +97,9 @@ export class SlidingWindowStore {
     const r = await this.limiter.check(key, limit, this.windowMs, { ms: true, denyCache: this.cached });
     if (r.degraded || !r.allowed) this.markUncounted(key);
     if (r.degraded) {
-      // Redis was not asked: fail-open answers 0 hits, fail-closed one over the limit.
-      return { totalHits: r.allowed ? 0 : limit + 1, resetTime: new Date(Date.now() + this.windowMs) };
+      // Redis was not asked: fail-open answers 1 hit (this request: express-rate-limit logs
+      // ERR_ERL_INVALID_HITS for 0), fail-closed one over the limit.
+      return { totalHits: r.allowed ? Math.min(1, limit) : limit + 1, resetTime: new Date(Date.now() + this.windowMs) };
     }
     const at = r.allowed ? r.resetAfter : r.retryAfter >= 0 ? r.retryAfter : r.resetAfter;
     return { totalHits: r.allowed ? r.count : Math.max(r.count, limit) + 1, resetTime: new Date(Date.now() + at) };

@@ -7,26 +7,36 @@
 The ASGI middleware is in `slidingwindow.asgi`, the WSGI one in `slidingwindow.wsgi`.
 """
 
+import warnings
+from typing import Any
+
 from .aio import AsyncSlidingWindowRateLimiter
+from .backend import LibraryNotLoadedError
 from .connect import DEFAULT_TIMEOUT, connect, connect_async
+from .deny_cache import DenyCache
 from .failure import Circuit, is_unavailable
 from .headers import limits_headers, policy_header, rate_limit_headers
 from .identity import TrustedProxies, client_identity, client_ip, ip_key, parse_ip
 from .limiter import SlidingWindowRateLimiter
+from .limit import MAX_LIMITS, Limit
 from .permissions import MissingPermissionError
-from .rates import Rate, parse_limits
-from .result import MultiLimitResult, RateLimitResult
+from .rates import parse_limits
+from .result import MultiLimitResult, RateLimitResult, WindowCounts
 
 __all__ = [
     "AsyncSlidingWindowRateLimiter",
     "Circuit",
     "DEFAULT_TIMEOUT",
+    "DenyCache",
+    "LibraryNotLoadedError",
+    "Limit",
+    "MAX_LIMITS",
     "MissingPermissionError",
     "MultiLimitResult",
-    "Rate",
     "RateLimitResult",
     "SlidingWindowRateLimiter",
     "TrustedProxies",
+    "WindowCounts",
     "client_identity",
     "client_ip",
     "connect",
@@ -40,3 +50,15 @@ __all__ = [
     "rate_limit_headers",
 ]
 __version__ = "0.2.0"
+
+# Old names, kept as deprecated aliases (a DeprecationWarning on use).
+_DEPRECATED = {"Rate": ("Limit", Limit), "MAX_RATES": ("MAX_LIMITS", MAX_LIMITS)}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _DEPRECATED:
+        new, value = _DEPRECATED[name]
+        warnings.warn(f"slidingwindow.{name} is deprecated: use slidingwindow.{new}",
+                      DeprecationWarning, stacklevel=2)
+        return value
+    raise AttributeError(f"module 'slidingwindow' has no attribute {name!r}")

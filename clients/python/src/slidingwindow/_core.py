@@ -14,11 +14,12 @@ from .deny_cache import DenyCacheArg, make as make_deny_cache
 from .backend import Backend
 from .failure import Circuit, ErrorHook, Gate
 from .rates import Rate, parse_limits
-from .result import MultiLimitResult, RateLimitResult
+from .result import MultiLimitResult, RateLimitResult, WindowCounts
 
 CHECK = "SLIDINGWINDOW.CHECK"
 PEEK = "SLIDINGWINDOW.PEEK"
 REFUND = "SLIDINGWINDOW.REFUND"
+COUNTS = "SLIDINGWINDOW.COUNTS"
 
 Arg = Union[str, int]
 # Several limits: a rate string ("10/second;1000/hour"), or Rates, or (limit, window) pairs.
@@ -115,7 +116,7 @@ class LimiterBase(Generic[ClientT]):
         one; off by default here, on by default in the middlewares.
     backend: "auto" (default): the module's commands where the server has the module,
         else the Functions library (loaded when missing, if this user may); "module" or
-        "lua" forces one (see slidingwindow.backend).
+        "library" forces one (see slidingwindow.backend).
     """
 
     def __init__(
@@ -198,6 +199,25 @@ class LimiterBase(Generic[ClientT]):
             lambda allowed: MultiLimitResult.unavailable(allowed, pairs, ms),
             _probe_args(args),
         )
+
+    def _counts_command(
+        self, client_id: str, window: int, ms: bool, now: Optional[int],
+    ) -> Command[WindowCounts]:
+        _check_ints(window=window)
+        args: list[Arg] = [COUNTS, self.key(client_id), window]
+        if now is not None:
+            _check_ints(now=now)
+            args.append(now)
+        if ms:
+            args.append("MS")
+        return Command(args, WindowCounts.from_reply, lambda _allowed: WindowCounts.unavailable())
+
+    def _forget(self, client_id: str) -> str:
+        """For `reset`: the key, with its deny-cache entries dropped."""
+        key = self.key(client_id)
+        if self.deny_cache is not None:
+            self.deny_cache.forget(key)
+        return key
 
 
 def pause_before_retry(result: RateLimitResult, remaining: float) -> Optional[float]:

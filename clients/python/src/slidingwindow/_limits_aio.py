@@ -21,7 +21,7 @@ class _AsyncModuleSlidingWindow(RedisStorage, TimestampedSlidingWindow):
     window counter on SLIDINGWINDOW.CHECK / COUNTS, one key each.
 
     `implementation` defaults to "redispy" (limits' own default is coredis); `backend`
-    is "auto" (default), "module" or "lua", as the limiters'.
+    is "auto" (default), "module" or "library", as the limiters'.
     """
 
     def __init__(

@@ -15,7 +15,7 @@ class _ModuleSlidingWindow(RedisStorage, TimestampedSlidingWindow):
     """limits' RedisStorage (fixed and moving windows unchanged: its own Lua scripts),
     with the sliding window counter on SLIDINGWINDOW.CHECK / COUNTS, one key each.
 
-    `backend`: "auto" (default), "module" or "lua", as the limiters' (the Functions
+    `backend`: "auto" (default), "module" or "library", as the limiters' (the Functions
     library where the server has no module). No STORAGE_SCHEME here: limits registers
     the subclasses below under theirs.
     """

@@ -14,7 +14,7 @@ from ._core import CHECK, PEEK, REFUND, Command, LimiterBase, Limits, T, pause_b
 from . import deny_cache
 from .backend import run_async
 from .probe import probe_async
-from .result import MultiLimitResult, RateLimitResult
+from .result import MultiLimitResult, RateLimitResult, WindowCounts
 
 
 class AsyncClient(Protocol):
@@ -134,6 +134,18 @@ class AsyncSlidingWindowRateLimiter(LimiterBase[AsyncClient]):
     ) -> bool:
         result = await self.wait(client_id, limit, window, timeout=timeout, cost=cost, ms=ms)
         return result.allowed
+
+    async def counts(
+        self, client_id: str, window: int, *, ms: bool = False, now: Optional[int] = None,
+    ) -> WindowCounts:
+        return await self._run(self._counts_command(client_id, window, ms, now))
+
+    async def reset(self, client_id: str) -> None:
+        key = self._forget(client_id)
+        try:
+            await self.redis.execute_command("DEL", key)
+        finally:
+            self._forget(client_id)
 
     async def _run(self, command: Command[T]) -> T:
         spec = deny_cache.applies(self.deny_cache, command.args, self.circuit)

@@ -2,7 +2,8 @@
 
     backend="auto"    (the default) the module when the server has it, else the library
     backend="module"  SLIDINGWINDOW.* only (an error where the module is not loaded)
-    backend="lua"     the library only (lua/slidingwindow.lua, shipped in this package)
+    backend="library" the library only (lua/slidingwindow.lua, shipped in this package);
+                      "lua" is its old name (deprecated, still accepted)
 
 The library answers what the module answers, with the same key bytes, so the replies are
 read by the same code. It is called with `FCALL`/`FCALL_RO` (Redis 7.0+, Valkey 7.2+), or
@@ -37,6 +38,7 @@ the sync and asyncio limiters (and the `limits` storages) share every decision.
 from __future__ import annotations
 
 import enum
+import warnings
 from dataclasses import dataclass
 from typing import Any, Generator, Optional, Sequence
 
@@ -59,7 +61,8 @@ FUNCTIONS = {
     REFUND: ("slidingwindow_refund", False),
     COUNTS: ("slidingwindow_counts", True),
 }
-BACKENDS = ("auto", "module", "lua")
+BACKENDS = ("auto", "module", "library")
+OLD_NAMES = {"lua": "library"}  # deprecated spellings of BACKENDS
 
 
 class Mode(enum.Enum):
@@ -124,11 +127,15 @@ class Backend:
     """The decision of one limiter or storage: `choice` as given, `mode` once known."""
 
     def __init__(self, choice: str = "auto") -> None:
+        if choice in OLD_NAMES:
+            warnings.warn(f"backend={choice!r} is deprecated: use backend={OLD_NAMES[choice]!r}",
+                          DeprecationWarning, stacklevel=3)
+            choice = OLD_NAMES[choice]
         if choice not in BACKENDS:
-            raise ValueError(f"backend={choice!r}: use one of {', '.join(BACKENDS)}")
+            raise ValueError(f"backend={choice!r}: use one of {', '.join(map(repr, BACKENDS))}")
         self.choice = choice
         # "auto" tries the module first: its first call is the call itself.
-        self.mode: Optional[Mode] = None if choice == "lua" else Mode.MODULE
+        self.mode: Optional[Mode] = None if choice == "library" else Mode.MODULE
         self.detections = 0  # times the library was looked for (for tests and logs)
         self.loads = 0  # times this limiter loaded the library
 

@@ -10,7 +10,7 @@ from ._core import CHECK, PEEK, REFUND, Command, LimiterBase, Limits, T, pause_b
 from . import deny_cache
 from .backend import run_sync
 from .probe import probe_sync
-from .result import MultiLimitResult, RateLimitResult
+from .result import MultiLimitResult, RateLimitResult, WindowCounts
 
 
 class SyncClient(Protocol):
@@ -154,6 +154,22 @@ class SlidingWindowRateLimiter(LimiterBase[SyncClient]):
     ) -> bool:
         """`wait(...).allowed`."""
         return self.wait(client_id, limit, window, timeout=timeout, cost=cost, ms=ms).allowed
+
+    def counts(
+        self, client_id: str, window: int, *, ms: bool = False, now: Optional[int] = None,
+    ) -> WindowCounts:
+        """SLIDINGWINDOW.COUNTS: (previous, current, elapsed) of one window of the key
+        (read-only). During an outage: zeros, `degraded`."""
+        return self._run(self._counts_command(client_id, window, ms, now))
+
+    def reset(self, client_id: str) -> None:
+        """Deletes the key: every window's counts, and its deny-cache entries. An outage
+        is raised (there is nothing to answer instead)."""
+        key = self._forget(client_id)
+        try:
+            self.redis.execute_command("DEL", key)
+        finally:
+            self._forget(client_id)
 
     def _run(self, command: Command[T]) -> T:
         spec = deny_cache.applies(self.deny_cache, command.args, self.circuit)

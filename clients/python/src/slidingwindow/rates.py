@@ -12,30 +12,19 @@ allowed, any case). Rates are separated by `;`, `,` or `|`.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+
+from .limit import MAX_LIMITS, Limit
 
 UNITS = {"second": 1, "minute": 60, "hour": 3600, "day": 86400}
-# MAX_LIMITS in the module's src/window.rs: parse_limits names the bad string before the
+# The old name of MAX_LIMITS (deprecated): parse_limits names the bad string before the
 # call; test_multi_limit.py checks on a server that the module accepts this many, not one more.
-MAX_RATES = 8
+MAX_RATES = MAX_LIMITS
 _SEPARATORS = re.compile(r"[;,|]")
 _RATE = re.compile(r"(\d+)\s*(?:/|per\b)\s*(?:(\d+)\s*)?([a-z]+)", re.IGNORECASE)
 _HINT = 'write e.g. "10/second", "1000 per hour" or "100/5 minutes"'
 
 
-@dataclass(frozen=True)
-class Rate:
-    """`limit` requests per sliding `window` seconds."""
-
-    limit: int
-    window: int
-
-    def __str__(self) -> str:
-        for unit, seconds in sorted(UNITS.items(), key=lambda u: -u[1]):
-            if self.window % seconds == 0:
-                n = self.window // seconds
-                return f"{self.limit} per {unit}" if n == 1 else f"{self.limit} per {n} {unit}s"
-        raise AssertionError("every window is a whole number of seconds")
+Rate = Limit  # the old name of Limit (deprecated: use slidingwindow.Limit)
 
 
 def _unit_seconds(word: str, item: str, text: str) -> int:

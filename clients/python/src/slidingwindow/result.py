@@ -147,3 +147,28 @@ def _governing(reply: Sequence[Any]) -> int:
         if [int(v) for v in item[1:5]] == head:
             return i
     raise ValueError(f"no limit in the DETAILS reply matches its summary: {reply!r}")
+
+
+@dataclass(frozen=True)
+class WindowCounts:
+    """What SLIDINGWINDOW.COUNTS answers for one window of a key: the counts in force
+    (`previous`, `current`) and the units elapsed in the current window. `degraded`: Redis
+    could not be asked, and the three are 0."""
+
+    previous: int
+    current: int
+    elapsed: int
+    degraded: bool = False
+
+    @classmethod
+    def from_reply(cls, reply: Sequence[Any]) -> WindowCounts:
+        """From COUNTS' reply: [previous, current, elapsed]."""
+        if len(reply) != 3:
+            raise ValueError(f"expected a 3-element COUNTS reply, got {reply!r}")
+        previous, current, elapsed = (int(v) for v in reply)
+        return cls(previous, current, elapsed)
+
+    @classmethod
+    def unavailable(cls) -> WindowCounts:
+        """The placeholder of a COUNTS answered without Redis (fail-open and fail-closed alike)."""
+        return cls(0, 0, 0, degraded=True)

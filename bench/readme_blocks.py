@@ -1,0 +1,137 @@
+#!/usr/bin/env python3
+"""The measured figures the READMEs show, written between markers from the committed
+results (bench/results/*.json), so that a README says what the committed run says.
+
+    python3 bench/readme_blocks.py           # rewrite every block in every README
+    python3 bench/readme_blocks.py --check   # exit 1 naming each block that differs
+
+A block is
+
+    <!-- figures:NAME (bench/readme_blocks.py writes this block) -->
+    ...
+    <!-- figures:end -->
+
+and NAME one of BLOCKS below. `make bench` and `make accuracy` rewrite the blocks after
+their run; bench/test_readme_blocks.py (in `make test`) fails when a block is stale.
+The README's Performance block keeps its own markers (bench/bench.py --update-readme)
+and is checked here too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Callable
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import report  # noqa: E402  (bench/ is not a package for the benchmark's scripts)
+from accuracy.report import render_markdown as accuracy_markdown  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results"
+BEGIN = re.compile(r"^<!-- figures:([a-z0-9-]+) \(bench/readme_blocks\.py writes this block\) -->$")
+END = "<!-- figures:end -->"
+
+
+def _load(name: str) -> dict:
+    return json.loads((RESULTS / name).read_text())
+
+
+def _section(markdown: str, heading: str) -> str:
+    """The body of `## heading` in `markdown`, up to the next heading."""
+    parts = re.split(r"^## (.+)$", markdown, flags=re.M)
+    bodies = dict(zip(parts[1::2], parts[2::2]))
+    return bodies[heading].strip()
+
+
+def _accuracy(heading: str) -> Callable[[], str]:
+    return lambda: _section(accuracy_markdown(_load("accuracy.json")), heading)
+
+
+def _accuracy_run() -> str:
+    text = accuracy_markdown(_load("accuracy.json"))
+    first = text.split("\n\n")[1]  # the paragraph after the title: what was run, where
+    return first.replace("`make accuracy` on", "From `make accuracy` on", 1) + (
+        " Every table: [bench/results/accuracy.md](bench/results/accuracy.md).")
+
+
+BLOCKS: dict[str, Callable[[], str]] = {
+    "accuracy-run": _accuracy_run,
+    "accuracy-mix": _accuracy("Realistic mix"),
+    "accuracy-adversarial": _accuracy("Adversarial patterns"),
+    "accuracy-memory": _accuracy("Memory and server time"),
+}
+
+
+def readmes() -> list[Path]:
+    """Every README of the repository (none under build or dependency folders)."""
+    skip = {"node_modules", "target", ".git", "build"}
+    return sorted(p for p in ROOT.rglob("README.md") if not skip & set(p.relative_to(ROOT).parts))
+
+
+def rewrite(text: str, where: str) -> tuple[str, list[str]]:
+    """`text` with every block regenerated, and the names of those that changed."""
+    lines, out, changed = text.split("\n"), [], []
+    i = 0
+    while i < len(lines):
+        out.append(lines[i])
+        m = BEGIN.match(lines[i])
+        i += 1
+        if not m:
+            continue
+        name = m.group(1)
+        if name not in BLOCKS:
+            raise SystemExit(f"{where}: unknown block {name!r} (known: {', '.join(BLOCKS)})")
+        body = []
+        while i < len(lines) and lines[i] != END:
+            body.append(lines[i])
+            i += 1
+        if i == len(lines):
+            raise SystemExit(f"{where}: block {name!r} has no {END}")
+        fresh = BLOCKS[name]().split("\n")
+        if body != fresh:
+            changed.append(name)
+        out.extend(fresh)
+    return "\n".join(out), changed
+
+
+def stale() -> list[str]:
+    """'<file>: <block>' for every block that differs from the committed results."""
+    found = []
+    for path in readmes():
+        text = path.read_text()
+        where = str(path.relative_to(ROOT))
+        found += [f"{where}: {name}" for name in rewrite(text, where)[1]]
+        if report.README_BEGIN in text:
+            start = text.index(report.README_BEGIN)
+            end = text.index(report.README_END, start) + len(report.README_END)
+            if text[start:end] != report.readme_block(_load("latest.json")):
+                found.append(f"{where}: bench (python3 bench/bench.py --update-readme "
+                             "--from bench/results/latest.json)")
+    return found
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--check", action="store_true", help="change nothing; exit 1 if stale")
+    args = ap.parse_args()
+    if args.check:
+        found = stale()
+        for line in found:
+            print(f"stale: {line}")
+        return 1 if found else 0
+    for path in readmes():
+        where = str(path.relative_to(ROOT))
+        text, changed = rewrite(path.read_text(), where)
+        if changed:
+            path.write_text(text)
+            print(f"{where}: {', '.join(changed)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -45,12 +45,16 @@ class MissingPermissionError(NoPermissionError):
 
     `commands`: the lower-case names of the commands this user lacks (empty when only the
     key was refused). The message names them and the `ACL SETUSER` line that fixes it.
+    `status_code` (redis-py 8): the refused reply's code, as the server sent it (NOPERM
+    for the call itself or its key, ERR for a command inside the library).
     Raised, never failed open: no probe can grant a permission.
     """
 
-    def __init__(self, message: str, commands: Sequence[str] = ()) -> None:
+    def __init__(self, message: str, commands: Sequence[str] = (),
+                 status_code: Optional[str] = None) -> None:
         super().__init__(message)
         self.commands = list(commands)
+        self.status_code = status_code  # set here: redis-py before 8 takes no such argument
 
 
 def refusal(exc: BaseException) -> Optional[str]:
@@ -89,6 +93,7 @@ def error(exc: BaseException, kind: str, backend: str, key: Any,
     asked, or it failed)."""
     named = named_command(exc)
     user = _user(exc)
+    code = getattr(exc, "status_code", None)
     missing = [_text(c) for c in listed] if listed is not None else None
     whole: Sequence[str]
     if backend == "eval":
@@ -100,7 +105,7 @@ def error(exc: BaseException, kind: str, backend: str, key: Any,
         return MissingPermissionError(
             f"the Redis user may not access the key {key_text!r} ({exc}): add the limiter's "
             f"key prefix to its key patterns, ACL SETUSER {user} ~<prefix>* (the clients' "
-            f"default prefix is rate:); the least-privilege line: {line}", [])
+            f"default prefix is rate:); the least-privilege line: {line}", [], code)
     commands: list[str]
     if kind == "command":
         commands = [named] if named else []
@@ -122,4 +127,4 @@ def error(exc: BaseException, kind: str, backend: str, key: Any,
     return MissingPermissionError(
         f"the Redis user may not run {', '.join(commands)} ({exc}). Grant "
         f"{'it' if len(commands) == 1 else 'them'}: ACL SETUSER {user} {grant}; {advice}",
-        commands)
+        commands, code)

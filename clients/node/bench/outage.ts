@@ -102,7 +102,7 @@ async function main(): Promise<void> {
   const med = (runs: Row[], f: (r: Row) => number): number => runs.map(f).sort((a, b) => a - b)[Math.floor(runs.length / 2)]!;
   const max = (runs: Row[], f: (r: Row) => number): number => Math.max(...runs.map(f));
   const s = (ms: number): string => `${(ms / 1000).toFixed(2)} s`;
-  const names: Record<KindName, string> = { redis7: 'Redis 7.0', redis8: 'Redis 8.2', valkey8: 'Valkey 8.1', valkey9: 'Valkey 9.1' };
+  const names: Partial<Record<KindName, string>> = { redis7: 'Redis 7.0', redis8: 'Redis 8.2', valkey8: 'Valkey 8.1', valkey9: 'Valkey 9.1' };
   const version = (name: string): string => (require(`${name}/package.json`) as { version: string }).version;
   let commit = 'unknown';
   try { commit = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim(); } catch { /* not a checkout */ }

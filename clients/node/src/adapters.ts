@@ -140,6 +140,27 @@ function ioCall(redis: IoRedisLike, args: readonly string[]): Promise<unknown> {
   return redis.call(a[0]!, ...a.slice(1));
 }
 
+/** node-redis rejects the commands it had written when the socket closes. */
+const SOCKET_CLOSED = /Socket closed unexpectedly|ECONNRESET/;
+
+/**
+ * A command node-redis rejected because the socket closed under it (a restart, a
+ * failover) is sent once more while the client reconnects: it waits in the client's
+ * offline queue and goes to the server that is back, as ioredis resends by itself. The
+ * limiter's timeout still bounds the whole call, so a real outage opens the circuit
+ * after at most `timeoutMs`. A command the old server had executed before its reply was
+ * lost is counted again: with a restart without persistence that count is gone anyway.
+ */
+async function resentOnce(redis: NodeRedisLike, call: () => Promise<unknown>): Promise<unknown> {
+  try {
+    return await call();
+  } catch (err) {
+    const closed = err instanceof Error && (err.name === 'SocketClosedUnexpectedlyError' || SOCKET_CLOSED.test(err.message));
+    if (!closed || redis.isOpen !== true) throw err;
+    return call();
+  }
+}
+
 function isAdapter(c: object): c is Adapter {
   return has(c, 'send') && has(c, 'primaries') && typeof (c as Adapter).kind === 'string';
 }
@@ -224,10 +245,11 @@ export function adapterFor(client: RedisClientLike): Adapter {
   }
   if (has(client, 'sendCommand')) {
     const redis = client as NodeRedisLike;
+    const send = (args: readonly string[]): Promise<unknown> => resentOnce(redis, () => redis.sendCommand([...args]));
     return {
       kind: 'node-redis',
-      send: (_key, args) => redis.sendCommand([...args]),
-      primaries: async () => [(args) => redis.sendCommand([...args])],
+      send: (_key, args) => send(args),
+      primaries: async () => [send],
       ...(typeof redis.isReady === 'boolean' && typeof redis.duplicate === 'function' ? {
         state: (): ClientState => (redis.isOpen !== true ? 'closed' : redis.isReady === true ? 'ready' : 'reconnecting'),
         spare(): Spare {

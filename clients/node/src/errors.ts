@@ -13,10 +13,19 @@ export class RedisTimeoutError extends Error {
   }
 }
 
-/** Neither the slidingwindow module nor its Functions library is on the server. */
-export class BackendMissingError extends Error {
-  override readonly name = 'BackendMissingError';
+/**
+ * Neither the slidingwindow module nor its Functions library is on the server, and this
+ * user may not load the library (NOPERM on FUNCTION LOAD). A configuration error: thrown,
+ * never failed open; the message names the command an operator runs.
+ */
+export class LibraryNotLoadedError extends Error {
+  override readonly name = 'LibraryNotLoadedError';
 }
+
+/** @deprecated use LibraryNotLoadedError (the same class). */
+export const BackendMissingError = LibraryNotLoadedError;
+/** @deprecated use LibraryNotLoadedError (the same class). */
+export type BackendMissingError = LibraryNotLoadedError;
 
 // Error replies that are states of the server.
 const OUTAGE_REPLY = /^(LOADING|READONLY|MASTERDOWN|CLUSTERDOWN|OOM|TRYAGAIN)\b/;

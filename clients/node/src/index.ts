@@ -6,10 +6,12 @@ export { RateLimitResult, MultiLimitResult } from './result';
 export type { Limit, WindowCounts } from './result';
 export { Circuit } from './circuit';
 export type { CircuitOptions, Logger, Gate } from './circuit';
-export { isOutage, serverAnswered, RedisTimeoutError, BackendMissingError } from './errors';
+export { isOutage, serverAnswered, RedisTimeoutError, LibraryNotLoadedError, BackendMissingError } from './errors';
 export { adapterFor, keySlot } from './adapters';
 export type { Adapter, RedisClientLike, SendCommandFn } from './adapters';
-export { loadLibrary, librarySource, LIBRARY_PATH } from './library';
+export { loadLibrary, librarySource, LIBRARY_PATH, LIBRARY_VERSION, LIBRARY_SHA, LIBRARY_BODY, LOAD_COMMAND } from './library';
+export { BackendState } from './backend';
+export type { Mode } from './backend';
 export {
   MissingPermissionError, LIBRARY_COMMANDS, LIBRARY_COMMANDS_62, LIBRARY_LINE, LIBRARY_LINE_62, OPERATOR_LINE,
 } from './permissions';

@@ -3,29 +3,16 @@
  * limits in one call, DETAILS as typed results, and the outage circuit.
  */
 import { adapterFor, type Adapter, type RedisClientLike, type Sender, type Spare } from './adapters';
+import { BackendState, primariesOf, type Backend, type Op } from './backend';
 import { Circuit, type Logger } from './circuit';
 import { DenyCache, makeDenyCache, type DenyCacheOption, type DenySpec } from './deny-cache';
-import { BackendMissingError, RedisTimeoutError } from './errors';
+import { RedisTimeoutError } from './errors';
 import { asPermissionError } from './permissions';
 import { parseLimits } from './rates';
 import { MultiLimitResult, RateLimitResult, ints, type Limit, type WindowCounts } from './result';
 import { pauseBeforeRetry, type WaitOptions } from './wait';
 
-export type Backend = 'auto' | 'module' | 'library';
-type Op = 'check' | 'peek' | 'refund' | 'counts';
-
-const MODULE_COMMANDS: Record<Op, string> = {
-  check: 'SLIDINGWINDOW.CHECK',
-  peek: 'SLIDINGWINDOW.PEEK',
-  refund: 'SLIDINGWINDOW.REFUND',
-  counts: 'SLIDINGWINDOW.COUNTS',
-};
-const FUNCTIONS: Record<Op, [string, string]> = {
-  check: ['FCALL', 'slidingwindow_check'],
-  peek: ['FCALL_RO', 'slidingwindow_peek'],
-  refund: ['FCALL', 'slidingwindow_refund'],
-  counts: ['FCALL_RO', 'slidingwindow_counts'],
-};
+export type { Backend } from './backend';
 
 export interface LimiterOptions {
   /** Put before every client id to make its key. Default "rate:". */
@@ -40,7 +27,10 @@ export interface LimiterOptions {
   logger?: Logger;
   /** A call without a reply after this many ms is an outage (0: wait for ever). Default 500. */
   timeoutMs?: number;
-  /** "auto" (default): the module when the server has it, else the Functions library, found out on the first call. */
+  /**
+   * "auto" (default): the module when the server has it, else the Functions library, loaded
+   * by the limiter where it is missing or older (see backend.ts); "module" or "library" force one.
+   */
   backend?: Backend;
   /**
    * Remember refusals until Redis could first allow them, and answer them without Redis
@@ -93,7 +83,8 @@ export class SlidingWindowRateLimiter {
   /** The refusals answered without Redis (undefined: none); may be set or replaced at any time. */
   denyCache: DenyCache | undefined;
   private readonly adapter: Adapter;
-  private backendInUse: Backend;
+  /** Which code answers (module, FCALL, EVALSHA), found on the first call and again after FUNCTION FLUSH or a failover. */
+  readonly backendState: BackendState;
   /** The spare connection whose probe closed the circuit, used while the client still reconnects. */
   private bridge: Spare | undefined;
   /** Cancels the watch that retires the bridge when the client is ready (or closed) again. */
@@ -103,7 +94,8 @@ export class SlidingWindowRateLimiter {
     this.adapter = adapterFor(client);
     this.prefix = options.prefix ?? 'rate:';
     this.timeoutMs = options.timeoutMs ?? 500;
-    this.backendInUse = options.backend ?? 'auto';
+    const logger = options.logger ?? console;
+    this.backendState = new BackendState(options.backend ?? 'auto', (message) => logger.warn(message));
     this.circuit = new Circuit(options);
     this.denyCache = makeDenyCache(options.denyCache);
   }
@@ -115,7 +107,9 @@ export class SlidingWindowRateLimiter {
 
   /** "module" or "library" once the first call found out; "auto" before. */
   get backend(): Backend {
-    return this.backendInUse;
+    const { mode, confirmed, choice } = this.backendState;
+    if (mode === undefined || !confirmed) return choice;
+    return mode === 'module' ? 'module' : 'library';
   }
 
   get failOpen(): boolean {
@@ -338,27 +332,7 @@ export class SlidingWindowRateLimiter {
     return Promise.race([call, timeout]).finally(() => clearTimeout(timer));
   }
 
-  private async dispatch(sender: Sender, key: string, op: Op, args: string[]): Promise<unknown> {
-    const readonly = op === 'peek' || op === 'counts';
-    if (this.backendInUse !== 'library') {
-      try {
-        const reply = await sender.send(key, [MODULE_COMMANDS[op], key, ...args], readonly);
-        if (this.backendInUse === 'auto') this.backendInUse = 'module';
-        return reply;
-      } catch (err) {
-        if (this.backendInUse !== 'auto' || !/^ERR unknown command/i.test((err as Error).message ?? '')) throw err;
-        this.backendInUse = 'library';
-      }
-    }
-    const [fcall, fn] = FUNCTIONS[op];
-    try {
-      return await sender.send(key, [fcall, fn, '1', key, ...args], readonly);
-    } catch (err) {
-      if (/function not found/i.test((err as Error).message ?? '')) {
-        throw new BackendMissingError('the server has neither the slidingwindow module nor its Functions '
-          + 'library: load the module, or the library with loadLibrary(client) (FUNCTION LOAD on every primary)');
-      }
-      throw err;
-    }
+  private dispatch(sender: Sender, key: string, op: Op, args: string[]): Promise<unknown> {
+    return this.backendState.call(sender, primariesOf(this.adapter, sender, key), op, key, args);
   }
 }

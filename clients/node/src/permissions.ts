@@ -27,7 +27,10 @@ export const LIBRARY_LINE_62 = 'ACL SETUSER app on >secret ~rate:* +evalsha +eva
 /** The operator who loads the library (FUNCTION LOAD on every primary) and checks it. */
 export const OPERATOR_LINE = 'ACL SETUSER sw-admin on >admin-secret +function|load +function|list +fcall_ro';
 
-/** A call refused by ACL; `commands`: the lower-case names this user lacks ([] when only the key was refused). */
+/**
+ * A call refused by ACL; `commands`: the lower-case names this user lacks ([] when only the
+ * key was refused). The message is the server's error, then ` -- ` and the fix.
+ */
 export class MissingPermissionError extends Error {
   override readonly name = 'MissingPermissionError';
   constructor(message: string, readonly commands: string[], options?: { cause?: unknown }) {
@@ -95,7 +98,7 @@ export function permissionError(err: unknown, kind: Refusal, path: 'module' | 'l
   const user = USER.exec(t)?.[1] ?? '<user>'; // Redis 7.2+ and Valkey name the user
   const [whole, line] = path === 'eval' ? [LIBRARY_COMMANDS_62, LIBRARY_LINE_62] : [LIBRARY_COMMANDS, LIBRARY_LINE];
   if (kind === 'key') {
-    return new MissingPermissionError(`the Redis user may not access the key '${key}' (${t}): add the limiter's `
+    return new MissingPermissionError(`${t} -- the Redis user may not access the key '${key}': add the limiter's `
       + `key prefix to its key patterns, ACL SETUSER ${user} ~<prefix>* (the clients' default prefix is rate:); `
       + `the least-privilege line: ${line}`, [], { cause: err });
   }
@@ -115,6 +118,6 @@ export function permissionError(err: unknown, kind: Refusal, path: 'module' | 'l
   } else if (path === 'eval' && kind === 'script') {
     advice = `Redis 6.2 cannot say which of them is missing; ${advice}`;
   }
-  return new MissingPermissionError(`the Redis user may not run ${commands.join(', ')} (${t}). Grant `
+  return new MissingPermissionError(`${t} -- the Redis user may not run ${commands.join(', ')}. Grant `
     + `${commands.length === 1 ? 'it' : 'them'}: ACL SETUSER ${user} ${grant}; ${advice}`, commands, { cause: err });
 }

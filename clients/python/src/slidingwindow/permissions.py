@@ -44,7 +44,8 @@ class MissingPermissionError(NoPermissionError):
     """A call refused by ACL: a command the library calls, the call itself, or its key.
 
     `commands`: the lower-case names of the commands this user lacks (empty when only the
-    key was refused). The message names them and the `ACL SETUSER` line that fixes it.
+    key was refused). The message is the server's error, then ` -- ` and the fix: the
+    commands and the `ACL SETUSER` line.
     `status_code` (redis-py 8): the refused reply's code, as the server sent it (NOPERM
     for the call itself or its key, ERR for a command inside the library).
     Raised, never failed open: no probe can grant a permission.
@@ -103,7 +104,7 @@ def error(exc: BaseException, kind: str, backend: str, key: Any,
     if kind == "key":
         key_text = key.decode() if isinstance(key, bytes) else str(key)
         return MissingPermissionError(
-            f"the Redis user may not access the key {key_text!r} ({exc}): add the limiter's "
+            f"{exc} -- the Redis user may not access the key {key_text!r}: add the limiter's "
             f"key prefix to its key patterns, ACL SETUSER {user} ~<prefix>* (the clients' "
             f"default prefix is rate:); the least-privilege line: {line}", [], code)
     commands: list[str]
@@ -125,6 +126,6 @@ def error(exc: BaseException, kind: str, backend: str, key: Any,
         if backend == "eval" and kind == "script":
             advice = ("Redis 6.2 cannot say which of them is missing; " + advice)
     return MissingPermissionError(
-        f"the Redis user may not run {', '.join(commands)} ({exc}). Grant "
+        f"{exc} -- the Redis user may not run {', '.join(commands)}. Grant "
         f"{'it' if len(commands) == 1 else 'them'}: ACL SETUSER {user} {grant}; {advice}",
         commands, code)

@@ -7,6 +7,7 @@ import { BackendState, primariesOf, type Backend, type Op } from './backend';
 import { Circuit, type Logger } from './circuit';
 import { DenyCache, makeDenyCache, type DenyCacheOption, type DenySpec } from './deny-cache';
 import { RedisTimeoutError } from './errors';
+import { asPermissionError } from './permissions';
 import { MS_WITH_RATE_STRING, parseLimits } from './rates';
 import { MultiLimitResult, RateLimitResult, ints, type Limit, type WindowCounts } from './result';
 import { pauseBeforeRetry, type WaitOptions } from './wait';
@@ -262,7 +263,8 @@ export class SlidingWindowRateLimiter {
         this.retireBridge(false);
         return placeholder();
       }
-      throw err;
+      // A refusal by ACL becomes MissingPermissionError (permissions.ts); anything else as it is.
+      throw await asPermissionError(err, key, (a) => this.command(key, a, true));
     }
   }
 

@@ -280,6 +280,6 @@ def test_the_shipped_library_is_the_repository_file() -> None:
     assert shipped.resolve() == (REPO / "lua" / "slidingwindow.lua").resolve()
     assert library.CODE == (REPO / "lua" / "slidingwindow.lua").read_text()
     assert library.BODY == library.CODE.split("\n", 1)[1] and library.CODE.startswith("#!lua")
-    assert library.VERSION == "0.2.0"
+    assert library.VERSION == "0.3.0"
     pyproject = (REPO / "clients" / "python" / "pyproject.toml").read_text()
     assert '"slidingwindow.lua"' in pyproject  # package-data: the wheel carries it

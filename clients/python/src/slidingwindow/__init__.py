@@ -49,7 +49,7 @@ __all__ = [
     "policy_header",
     "rate_limit_headers",
 ]
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 # Old names, kept as deprecated aliases (a DeprecationWarning on use).
 _DEPRECATED = {"Rate": ("Limit", Limit), "MAX_RATES": ("MAX_LIMITS", MAX_LIMITS)}

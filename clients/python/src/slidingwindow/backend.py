@@ -38,6 +38,7 @@ the sync and asyncio limiters (and the `limits` storages) share every decision.
 from __future__ import annotations
 
 import enum
+import logging
 import warnings
 from dataclasses import dataclass
 from typing import Any, Generator, Optional, Sequence
@@ -48,6 +49,8 @@ import redis.cluster
 from redis.exceptions import NoPermissionError, NoScriptError, RedisError, ResponseError
 
 from . import library, permissions
+
+LOGGER = logging.getLogger("slidingwindow")
 
 CHECK = "SLIDINGWINDOW.CHECK"
 PEEK = "SLIDINGWINDOW.PEEK"
@@ -120,6 +123,16 @@ def not_loaded_message(cause: BaseException) -> str:
         f"An operator loads it once, on every primary: {library.LOAD_COMMAND} "
         f"(lua/slidingwindow.lua of the repository, also shipped in the Python package), "
         f"or {library.LOAD_HELPER}"
+    )
+
+
+def older_kept_message(versions: Sequence[Any], cause: BaseException) -> str:
+    loaded = ", ".join(library.text(v) for v in versions)
+    return (
+        f"rate limiter: the slidingwindow library on the server ({loaded}) is older than "
+        f"this client's ({library.VERSION}) and this user may not replace it ({cause}): "
+        f"using it as it is. An operator loads the new one on every primary: "
+        f"{library.LOAD_COMMAND}, or {library.LOAD_HELPER}"
     )
 
 
@@ -227,7 +240,14 @@ class Backend:
             try:
                 yield Send(["FUNCTION", "LOAD", "REPLACE", library.CODE], "primaries")
             except NoPermissionError as exc:
-                raise LibraryNotLoadedError(not_loaded_message(exc)) from exc
+                if versions is None:
+                    raise LibraryNotLoadedError(not_loaded_message(exc)) from exc
+                # Every primary has a library, only older: it answers every call this
+                # client sends, so it is used as it is rather than stopping the app
+                # mid-upgrade.
+                LOGGER.warning(older_kept_message(versions, exc))
+                self.mode = Mode.FUNCTION
+                return self.mode
             except RedisError as exc:
                 if not _unknown_command(exc, "function"):
                     raise

@@ -89,11 +89,11 @@ def load(client: Any, *, replace_newer: bool = False) -> list[str]:
             loaded = None  # not loaded
         if loaded is not None and not is_older(loaded) and (
                 not replace_newer or version_tuple(loaded) == version_tuple(VERSION)):
-            lines.append(f"{where}: library {_text(loaded)} already loaded")
+            lines.append(f"{where}: library {text(loaded)} already loaded")
             continue
         client.execute_command("FUNCTION", "LOAD", "REPLACE", CODE, **options)
         lines.append(f"{where}: library {VERSION} loaded"
-                     + ("" if loaded is None else f" (was {_text(loaded)})"))
+                     + ("" if loaded is None else f" (was {text(loaded)})"))
     return lines
 
 
@@ -107,7 +107,8 @@ def _no_functions(exc: Exception) -> bool:
     return "unknown command" in text and "fcall_ro" in text
 
 
-def _text(value: Any) -> str:
+def text(value: Any) -> str:
+    """A version as the server answered it (bytes or str), as text."""
     return value.decode() if isinstance(value, bytes) else str(value)
 
 

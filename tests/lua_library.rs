@@ -219,7 +219,7 @@ fn a_key_moves_between_module_and_library(kind: Kind) {
         .arg(0)
         .query(&mut l)
         .unwrap();
-    assert_eq!(v, "0.2.0");
+    assert_eq!(v, lua::library_version());
     // Module -> library.
     history(&mut m, "from-module", false);
     let expected = readings(&mut m, "from-module", false);

@@ -3,6 +3,9 @@ its WSGI twin under flask run, each against Redis or a 3-node Cluster of every s
 
 from __future__ import annotations
 
+import threading
+import time
+
 import httpx
 import redis
 import redis.cluster
@@ -60,6 +63,51 @@ def test_gateway_limits_over_http(redis_server: RedisServer,
     keys = sorted(redis.Redis(port=redis_server.port).keys("rate:*"))
     assert keys == [b"rate:api:ip:198.51.100.7", b"rate:api:key:demo-key-1",
                     b"rate:login:ip:198.51.100.8", b"rate:report:ip:127.0.0.1"]
+
+
+def _server_seconds(admin: redis.Redis) -> float:
+    sec, usec = admin.time()
+    return sec + usec / 1e6
+
+
+def test_flood_from_one_identity_reaches_redis_at_most_10_times(
+        redis_server: RedisServer, gateway_factory: type[Gateway]) -> None:
+    """2,000 requests from one address over 20 threads ("api": 5 per 10 s), sent within one
+    of the key's 10-second windows. The deny cache's single flight: the concurrent first
+    requests wait for one answer (ASGI: asyncio tasks under uvicorn; WSGI: flask's
+    threads), so Redis sees the 5 allowed CHECKs and about one refusal (whose retry_after
+    lasts to the window's end), not one per thread. Counted on the server (INFO
+    commandstats). Before the single flight: 20-25 calls."""
+    gw = gateway_factory(REDIS_URL=redis_server.url)
+    admin = redis.Redis(port=redis_server.port, decode_responses=True)
+    assert codes(burst(gw.url, 1, path="/health")) == [200]  # up, and nothing counted
+    if _server_seconds(admin) % 10 > 2:  # start near a window's beginning: 8 s or more left
+        time.sleep(10 - _server_seconds(admin) % 10 + 0.05)
+    window = _server_seconds(admin) // 10
+    admin.config_resetstat()
+    statuses: list[int] = []
+    lock = threading.Lock()
+    start = threading.Barrier(20)
+
+    def worker() -> None:
+        with httpx.Client(base_url=gw.url, timeout=10) as http:
+            start.wait()
+            got = [http.get("/api/hello").status_code for _ in range(100)]
+        with lock:
+            statuses.extend(got)
+
+    threads = [threading.Thread(target=worker) for _ in range(20)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    calls = int(admin.info("commandstats").get("cmdstat_slidingwindow.check", {}).get("calls", 0))
+    within = _server_seconds(admin) // 10 == window
+    admin.close()
+    assert within, "the flood outlasted its window (a loaded machine?)"
+    assert len(statuses) == 2000 and statuses.count(200) == 5
+    assert set(statuses) == {200, 429}
+    assert calls <= 10, calls
 
 
 def test_gateway_on_redis_cluster(cluster: RedisClusterProcs,

@@ -17,6 +17,16 @@ pub fn library_source() -> String {
     std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
 
+/// The library's `local VERSION = '...'`: what `slidingwindow_version` answers.
+pub fn library_version() -> String {
+    let src = library_source();
+    let line = src
+        .lines()
+        .find_map(|l| l.strip_prefix("local VERSION = '"))
+        .expect("a `local VERSION = '...'` line in the library");
+    line.trim_end_matches('\'').to_string()
+}
+
 /// What EVAL takes: the source after its first (`#!lua name=...`) line.
 pub fn eval_body() -> String {
     let src = library_source();
@@ -1142,6 +1152,6 @@ pub fn wait_library(con: &mut redis::Connection) {
             .arg("slidingwindow_version")
             .arg(0)
             .query(con);
-        v.map(|v| v == "0.2.0").map_err(|e| e.to_string())
+        v.map(|v| v == library_version()).map_err(|e| e.to_string())
     });
 }

@@ -39,10 +39,14 @@
  * shorter than Redis's), per-limit `retryAfter` turned to -1 once that limit alone surely
  * allows, `count` and `remaining` as refused (for cost 1, `remaining` is 0, as Redis says).
  *
- * While a refusal's entry has ended, calls on that key and limits go to Redis one at a time
- * (the others wait for the answer, and are answered from it if it is again a refusal): a
- * flood on a refused identity reaches Redis once per cached interval, not once per
- * concurrent request. Keys that were not refused are never serialized.
+ * One call at a time per key and limits goes to Redis while nothing is cached for them (a
+ * first call, or a refusal's entry has ended): the others wait for its answer (a single
+ * flight), and are answered from it if it is a refusal. After an allowed answer that leaves
+ * `remaining` quota, that many waiters (`remaining / cost`, less those already on their way)
+ * go to Redis at once, the next one leads a new flight and the rest wait for it: calls on a
+ * key far from its limit are not held up, and a flood on one identity reaches Redis about
+ * `limit` + 1 times per cached interval, not once per concurrent request. With `now` given
+ * (the caller's clock) calls are never held. (The Python client's, rule for rule.)
  */
 import { MultiLimitResult, RateLimitResult } from './result';
 
@@ -84,7 +88,8 @@ function flight(): Flight {
 }
 
 interface Entry {
-  result: MultiLimitResult;
+  /** undefined: no refusal yet (a first call's flight). */
+  result: MultiLimitResult | undefined;
   never: boolean;
   /** performance.now() ms (server clock); units (explicit now). */
   deadline: number;
@@ -93,7 +98,14 @@ interface Entry {
   /** A call on its way to Redis, the others wait for it. */
   flight: Flight | undefined;
   waiters: number;
+  /** Waiters that may go to Redis at once (the quota an allowed call left). */
+  tickets: number;
+  /** Calls on their way to Redis with a ticket. */
+  direct: number;
 }
+
+/** What `enter` gives a call that goes to Redis with a ticket (in the place of a flight). */
+const TICKET: Flight = { promise: Promise.resolve(), resolve: () => undefined };
 
 /**
  * What the cache answered, for metrics: `hits` answered without Redis, `misses` consulted
@@ -255,18 +267,30 @@ export class DenyCache {
   /** [a cached refusal to answer; the flight this call leads; a flight to wait for]. */
   private enter(spec: DenySpec, slot: string): [MultiLimitResult | undefined, Flight | undefined, Flight | undefined] {
     const t = performance.now();
-    const held = this.keys.get(spec.key);
+    let held = this.keys.get(spec.key);
     const entry = held?.get(slot);
     if (held === undefined || entry === undefined) {
       this.counters.misses += 1;
-      return [undefined, undefined, undefined];
+      if (spec.now !== undefined) return [undefined, undefined, undefined];
+      // The first call leads a flight; calls meanwhile wait for its answer.
+      if (held === undefined) {
+        held = new Map();
+        this.keys.set(spec.key, held);
+      } else if (held.size >= MAX_PER_KEY) {
+        const first = held.keys().next().value as string;
+        wake(held.get(first)!);
+        held.delete(first);
+      }
+      const fresh: Entry = { result: undefined, never: false, deadline: -Infinity, origin: t, flight: flight(), waiters: 0, tickets: 0, direct: 0 };
+      held.set(slot, fresh);
+      return [undefined, fresh.flight, undefined];
     }
     this.keys.delete(spec.key); // most recently used: last out
     this.keys.set(spec.key, held);
     const live = entry.never
       || (spec.now === undefined && t < entry.deadline)
       || (spec.now !== undefined && entry.origin <= spec.now && spec.now < entry.deadline);
-    if (live) {
+    if (live && entry.result !== undefined) {
       this.counters.hits += 1;
       return [countDown(entry.result, spec.cost, elapsedUnits(spec, entry, t)), undefined, undefined];
     }
@@ -274,7 +298,14 @@ export class DenyCache {
       this.counters.misses += 1;
       return [undefined, undefined, undefined];
     }
-    // Ended: one call at a time goes to Redis; the others wait for its answer.
+    // Ended: what an allowed answer left goes at once, then one call at a time goes to
+    // Redis; the others wait for its answer.
+    if (entry.tickets > 0) {
+      entry.tickets -= 1;
+      entry.direct += 1;
+      this.counters.misses += 1;
+      return [undefined, TICKET, undefined];
+    }
     if (entry.flight !== undefined) {
       entry.waiters += 1;
       this.counters.waits += 1;
@@ -348,10 +379,15 @@ export class DenyCache {
     return best;
   }
 
-  private done(spec: DenySpec, slot: string, lead: Flight | undefined, answer: MultiLimitResult | undefined,
+  private done(spec: DenySpec, slot: string, led: Flight | undefined, answer: MultiLimitResult | undefined,
     clears: number, tSend: number, tRecv: number): void {
     let held = this.keys.get(spec.key);
     const entry = held?.get(slot);
+    let lead = led;
+    if (lead === TICKET) {
+      lead = undefined;
+      if (entry !== undefined && entry.direct > 0) entry.direct -= 1;
+    }
     if (lead !== undefined && entry !== undefined && entry.flight === lead) entry.flight = undefined;
     const refused = answer !== undefined && !answer.allowed && !answer.degraded && clears === this.clears;
     if (refused) {
@@ -363,6 +399,8 @@ export class DenyCache {
         origin: spec.now ?? tRecv,
         flight: entry?.flight,
         waiters: entry?.waiters ?? 0,
+        tickets: 0,
+        direct: entry?.direct ?? 0,
       };
       if (held === undefined) {
         held = new Map();
@@ -377,11 +415,17 @@ export class DenyCache {
         const [oldest, dropped] = this.keys.entries().next().value as [string, Map<string, Entry>];
         this.keys.delete(oldest);
         this.counters.evicted += dropped.size;
+        for (const gone of dropped.values()) wake(gone);
       }
-    } else if (lead !== undefined && entry !== undefined && held !== undefined
-        && (answer === undefined || answer.degraded || entry.waiters === 0)) {
-      // Allowed with nobody waiting, failed or degraded: the refusal is over.
-      if (entry.flight === undefined) {
+    } else if (entry !== undefined && held !== undefined && entry.deadline === -Infinity) {
+      const over = answer === undefined || answer.degraded || entry.waiters === 0;
+      if (lead !== undefined && !over && answer !== undefined) {
+        // Allowed with calls waiting: as many as the quota left go at once (less those on their way already).
+        const left = Math.floor(answer.summary.remaining / spec.cost) - entry.direct;
+        entry.tickets = Math.max(0, Math.min(entry.waiters, left));
+      }
+      if (over && entry.flight === undefined && entry.direct === 0) {
+        // Allowed with nobody waiting, failed or degraded: nothing to remember.
         held.delete(slot);
         if (held.size === 0) this.keys.delete(spec.key);
       }

@@ -42,8 +42,9 @@ export function rateLimitHeaders(result: RateLimitResult, policy = 'default'): R
   }, result);
 }
 
-/** The name of one of several limits: `api/60s`, `api/500ms`. */
+/** The name of one of several limits: `api/60s`, `api/500ms` (a window in ms of whole seconds, as a rate string's, in seconds: `api/1s`). */
 export function limitName(policy: string, r: RateLimitResult): string {
+  if (r.ms && r.window % 1000 === 0) return `${policy}/${r.window / 1000}s`;
   return `${policy}/${r.window}${r.ms ? 'ms' : 's'}`;
 }
 

@@ -12,6 +12,9 @@ export type { Adapter, RedisClientLike, SendCommandFn } from './adapters';
 export { loadLibrary, librarySource, LIBRARY_PATH, LIBRARY_VERSION, LIBRARY_SHA, LIBRARY_BODY, LOAD_COMMAND } from './library';
 export { BackendState } from './backend';
 export type { Mode } from './backend';
+export {
+  MissingPermissionError, LIBRARY_COMMANDS, LIBRARY_COMMANDS_62, LIBRARY_LINE, LIBRARY_LINE_62, OPERATOR_LINE,
+} from './permissions';
 export { parseLimits, MAX_LIMITS } from './rates';
 export { pauseBeforeRetry } from './wait';
 export type { WaitOptions } from './wait';

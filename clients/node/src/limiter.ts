@@ -7,7 +7,8 @@ import { BackendState, primariesOf, type Backend, type Op } from './backend';
 import { Circuit, type Logger } from './circuit';
 import { DenyCache, makeDenyCache, type DenyCacheOption, type DenySpec } from './deny-cache';
 import { RedisTimeoutError } from './errors';
-import { parseLimits } from './rates';
+import { asPermissionError } from './permissions';
+import { MS_WITH_RATE_STRING, parseLimits } from './rates';
 import { MultiLimitResult, RateLimitResult, ints, type Limit, type WindowCounts } from './result';
 import { pauseBeforeRetry, type WaitOptions } from './wait';
 
@@ -42,7 +43,7 @@ export interface LimiterOptions {
 export interface CallOptions {
   /** How much this request counts (>= 1). Default 1. */
   cost?: number;
-  /** Windows and `now` are in milliseconds. */
+  /** Windows and `now` are in milliseconds (always, and not to be set, with a rate string). */
   ms?: boolean;
   /** The current time in the call's unit; default the server's clock. */
   now?: number;
@@ -50,13 +51,21 @@ export interface CallOptions {
   denyCache?: boolean;
 }
 
+/** A rate string ("10/second;1000/hour", sent in ms), or limits / [limit, window] pairs (seconds unless `ms`). */
 export type LimitsSpec = string | ReadonlyArray<Limit | readonly [number, number]>;
 
-function toLimits(spec: LimitsSpec): Limit[] {
-  const list = typeof spec === 'string' ? parseLimits(spec)
-    : spec.map((l) => (Array.isArray(l) ? { limit: l[0] as number, window: l[1] as number } : l as Limit));
+/**
+ * The limits and the call's options: a rate string's windows are in ms, so its call sends MS
+ * (and `ms: true` with one is an error: the string carries its own unit).
+ */
+function toLimits(spec: LimitsSpec, options: CallOptions): [Limit[], CallOptions] {
+  if (typeof spec === 'string') {
+    if (options.ms === true) throw new RangeError(MS_WITH_RATE_STRING);
+    return [parseLimits(spec), { ...options, ms: true }];
+  }
+  const list = spec.map((l) => (Array.isArray(l) ? { limit: l[0] as number, window: l[1] as number } : l as Limit));
   if (list.length === 0) throw new RangeError('at least one limit is needed');
-  return list;
+  return [list, options];
 }
 
 function num(name: string, v: number): string {
@@ -169,15 +178,15 @@ export class SlidingWindowRateLimiter {
 
   /** Several limits in one command, all or nothing. */
   checkLimits(id: string, limits: LimitsSpec, options: CallOptions = {}): Promise<MultiLimitResult> {
-    return this.limited('check', id, toLimits(limits), options);
+    return this.limited('check', id, ...toLimits(limits, options));
   }
 
   peekLimits(id: string, limits: LimitsSpec, options: CallOptions = {}): Promise<MultiLimitResult> {
-    return this.limited('peek', id, toLimits(limits), options);
+    return this.limited('peek', id, ...toLimits(limits, options));
   }
 
   refundLimits(id: string, limits: LimitsSpec, options: CallOptions = {}): Promise<MultiLimitResult> {
-    return this.limited('refund', id, toLimits(limits), options);
+    return this.limited('refund', id, ...toLimits(limits, options));
   }
 
   /** Deletes the key: every window's counts (and its deny-cache entries). Outages are thrown (there is nothing to answer). */
@@ -254,7 +263,8 @@ export class SlidingWindowRateLimiter {
         this.retireBridge(false);
         return placeholder();
       }
-      throw err;
+      // A refusal by ACL becomes MissingPermissionError (permissions.ts); anything else as it is.
+      throw await asPermissionError(err, key, (a) => this.command(key, a, true));
     }
   }
 

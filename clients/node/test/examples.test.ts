@@ -83,7 +83,8 @@ const EXAMPLES: Example[] = [
       };
     },
     async failuresOf(limiter, who, failures) {
-      return estimate(await limiter.peek(`login:${who}`, failures, 900));
+      // A rate string ('3/15 minutes'): its window is in ms.
+      return estimate(await limiter.peek(`login:${who}`, failures, FIFTEEN_MINUTES, { ms: true }));
     },
     refundsBeforeReplying: true,
     reportLimitHeader: ['x-ratelimit-limit', /^2$/],
@@ -171,9 +172,9 @@ function scenarios(example: Example, client: () => object): void {
       assert.deepEqual(await codes(1, () => get(`${url}/api/hello`)), [200]);
       // An unknown key is no identity: counted by address, so inventing keys buys nothing.
       assert.deepEqual(await codes(3, (i) => get(`${url}/api/hello`, { 'x-api-key': `nope${i}` })), [200, 200, 429]);
-      assert.equal(estimate(await limiter.peek('api:key:demo-key-1', 3, 60)), 3);
-      assert.equal(estimate(await limiter.peek('api:key:demo-key-2', 3, 60)), 1);
-      assert.equal(estimate(await limiter.peek('api:ip:127.0.0.1', 3, 60)), 3);
+      assert.equal(estimate(await limiter.peek('api:key:demo-key-1', 3, 60_000, { ms: true })), 3);
+      assert.equal(estimate(await limiter.peek('api:key:demo-key-2', 3, 60_000, { ms: true })), 1);
+      assert.equal(estimate(await limiter.peek('api:ip:127.0.0.1', 3, 60_000, { ms: true })), 3);
       // The route the host library limits: the same identities, its own headers.
       const first = await get(`${url}/api/report`, alice);
       assert.equal(first.status, 200);
@@ -196,8 +197,8 @@ function scenarios(example: Example, client: () => object): void {
       assert.deepEqual(await codes(5, (i) => get(`${url}/api/hello`, spoof(i))), [200, 200, 429, 429, 429]);
       assert.deepEqual(await codes(3, (i) => get(`${url}/api/report`, spoof(i))), [200, 200, 429]);
       assert.deepEqual(await codes(3, (i) => login(url, 'wrong', spoof(i))), [401, 401, 429]);
-      assert.equal(estimate(await limiter.peek('api:ip:127.0.0.1', 2, 60)), 2);
-      assert.equal(estimate(await limiter.peek('api:ip:198.18.1.0', 2, 60)), 0);
+      assert.equal(estimate(await limiter.peek('api:ip:127.0.0.1', 2, 60_000, { ms: true })), 2);
+      assert.equal(estimate(await limiter.peek('api:ip:198.18.1.0', 2, 60_000, { ms: true })), 0);
       assert.equal(await example.failuresOf(limiter, 'ip:127.0.0.1', 2), 2);
     });
     // 127.0.0.1 plays our proxy: it appends the address it saw; what the client wrote left of it is ignored.
@@ -208,9 +209,9 @@ function scenarios(example: Example, client: () => object): void {
       assert.deepEqual(await codes(1, () => get(`${url}/api/hello`, { 'x-forwarded-for': '203.0.113.7' })), [429]);
       assert.deepEqual(await codes(1, () => get(`${url}/api/hello`, via('203.0.113.8', '203.0.113.7'))), [200]);
       assert.deepEqual(await codes(3, (i) => login(url, 'wrong', via('203.0.113.9', `198.18.2.${i}`))), [401, 401, 429]);
-      assert.equal(estimate(await limiter.peek('api:ip:203.0.113.7', 2, 60)), 2);
-      assert.equal(estimate(await limiter.peek('api:ip:203.0.113.8', 2, 60)), 1);
-      assert.equal(estimate(await limiter.peek('api:ip:127.0.0.1', 2, 60)), 0);
+      assert.equal(estimate(await limiter.peek('api:ip:203.0.113.7', 2, 60_000, { ms: true })), 2);
+      assert.equal(estimate(await limiter.peek('api:ip:203.0.113.8', 2, 60_000, { ms: true })), 1);
+      assert.equal(estimate(await limiter.peek('api:ip:127.0.0.1', 2, 60_000, { ms: true })), 0);
       assert.equal(await example.failuresOf(limiter, 'ip:203.0.113.9', 2), 2);
     });
   });

@@ -65,7 +65,7 @@ function limiterTests(get: () => SlidingWindowRateLimiter, expected: 'module' | 
   test('several limits in one call: all or nothing, governing limit, each limit', async () => {
     const l = get();
     const id = `m${Math.random()}`;
-    const first = await l.checkLimits(id, '2/second;3/minute', { now: 1000 });
+    const first = await l.checkLimits(id, [[2, 1], [3, 60]], { now: 1000 });
     assert.ok(first instanceof MultiLimitResult);
     assert.deepEqual(first.limits.map((r) => [r.window, r.limit, r.count, r.remaining]), [[1, 2, 1, 1], [60, 3, 1, 2]]);
     assert.equal(first.governing, 0);
@@ -77,10 +77,10 @@ function limiterTests(get: () => SlidingWindowRateLimiter, expected: 'module' | 
     // refused: nothing counted in the minute either
     assert.deepEqual(await l.counts(id, 60, { now: 1000 }), { previous: 0, current: 2, elapsed: 40, degraded: false });
     // two seconds later the per-second limit allows (one second later its full previous window still weighs); the minute's is the last one
-    const third = await l.checkLimits(id, '2/second;3/minute', { now: 1002 });
+    const third = await l.checkLimits(id, [[2, 1], [3, 60]], { now: 1002 });
     assert.equal(third.allowed, true);
     assert.equal(third.governing, 1);
-    const fourth = await l.checkLimits(id, '2/second;3/minute', { now: 1002 });
+    const fourth = await l.checkLimits(id, [[2, 1], [3, 60]], { now: 1002 });
     assert.equal(fourth.allowed, false);
     assert.equal(fourth.governing, 1);
     assert.equal(fourth.retryAfter, fourth.limits[1]!.retryAfter);

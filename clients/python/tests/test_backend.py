@@ -212,6 +212,35 @@ def test_user_who_may_not_load_it_is_told_the_command(
     r.acl_deluser(user)
 
 
+def test_older_library_this_user_may_not_replace_is_used_as_it_is(
+        redis_server: RedisServer, r: redis.Redis, server_kind: Kind, prefix: str,
+        caplog: pytest.LogCaptureFixture) -> None:
+    # An app upgraded before its operator: the loaded 0.0.1 answers every call, so the
+    # limiter keeps limiting with it, and says once what the operator runs.
+    if has_module(server_kind) or not has_functions(server_kind):
+        pytest.skip("needs a server without the module, with FUNCTION")
+    old = library.CODE.replace(f"local VERSION = '{library.VERSION}'", "local VERSION = '0.0.1'")
+    r.execute_command("FUNCTION", "LOAD", "REPLACE", old)  # type: ignore[no-untyped-call]
+    user = f"old{prefix[1:-1]}"
+    r.acl_setuser(user, enabled=True, passwords=["+pw"], keys=["*"],
+                  commands=["+@all", "-function"])
+    app = redis.Redis(port=redis_server.port, username=user, password="pw")
+    try:
+        limiter = SlidingWindowRateLimiter(app, prefix=prefix)
+        with caplog.at_level("WARNING", logger="slidingwindow"):
+            assert limiter.is_allowed("old", 5, 60) == (True, 1)
+            assert limiter.is_allowed("old", 5, 60) == (True, 2)
+        assert r.fcall_ro("slidingwindow_version", 0) == b"0.0.1"  # kept
+        assert limiter.backend.loads == 0 and not limiter.circuit.down
+        warned = [m for m in caplog.messages if "using it as it is" in m]
+        assert len(warned) == 1, caplog.messages
+        assert library.LOAD_COMMAND in warned[0] and "(0.0.1)" in warned[0]
+    finally:
+        app.close()
+        r.acl_deluser(user)
+        r.execute_command("FUNCTION", "LOAD", "REPLACE", library.CODE)  # type: ignore[no-untyped-call]
+
+
 def test_async_loaded_again_after_flush(
         redis_server: RedisServer, r: redis.Redis, server_kind: Kind, prefix: str) -> None:
     async def scenario() -> None:
@@ -274,11 +303,12 @@ def test_the_shipped_library_is_the_repository_file() -> None:
 
     from slidingwindow_testing import REPO
 
-    shipped = Path(library.__file__).parent / "slidingwindow.lua"
+    # slidingwindow/slidingwindow.lua, beside the library package (slidingwindow/library/).
+    shipped = Path(library.__file__).parents[1] / "slidingwindow.lua"
     assert shipped.is_symlink()
     assert shipped.resolve() == (REPO / "lua" / "slidingwindow.lua").resolve()
     assert library.CODE == (REPO / "lua" / "slidingwindow.lua").read_text()
     assert library.BODY == library.CODE.split("\n", 1)[1] and library.CODE.startswith("#!lua")
-    assert library.VERSION == "0.2.0"
+    assert library.VERSION == "0.3.0"
     pyproject = (REPO / "clients" / "python" / "pyproject.toml").read_text()
     assert '"slidingwindow.lua"' in pyproject  # package-data: the wheel carries it

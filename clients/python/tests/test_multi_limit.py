@@ -15,8 +15,8 @@ from http_stacks import STACKS, keys, stack
 from slidingwindow_testing import RedisServer
 from slidingwindow import (
     AsyncSlidingWindowRateLimiter,
+    Limit,
     MultiLimitResult,
-    Rate,
     SlidingWindowRateLimiter,
 )
 from slidingwindow.guard import Refusal
@@ -31,7 +31,7 @@ def limiter(r: redis.Redis, prefix: str) -> SlidingWindowRateLimiter:
 
 def test_check_limits_reads_every_limit(limiter: SlidingWindowRateLimiter) -> None:
     """2 per 10 s and 3 per 60 s at t=100: the 10 s limit refuses the third request."""
-    got = [limiter.check_limits("a", "2/10 seconds;3/minute", now=100) for _ in range(3)]
+    got = [limiter.check_limits("a", [(2, 10), (3, 60)], now=100) for _ in range(3)]
     assert [g.allowed for g in got] == [True, True, False]
     first, _, third = got
     assert [(r.window, r.limit, r.count, r.remaining) for r in first.limits] == [
@@ -41,7 +41,7 @@ def test_check_limits_reads_every_limit(limiter: SlidingWindowRateLimiter) -> No
     assert [(r.allowed, r.retry_after) for r in third.limits] == [(False, 11), (True, -1)]
     assert third.summary.reset_after == max(r.reset_after for r in third.limits)
     # The same answer from PEEK, which counts nothing; one key holds both windows.
-    assert limiter.peek_limits("a", [Rate(2, 10), (3, 60)], now=100) == third
+    assert limiter.peek_limits("a", [Limit(2, 10), (3, 60)], now=100) == third
     assert limiter.check_limits("a", [(2, 10), (3, 60)], now=111).allowed  # exact retry
     # Only the 60 s limit remains in force for a call naming it alone: its 3 counts.
     assert not limiter.check("a", 3, 60, now=111).allowed
@@ -125,7 +125,9 @@ def test_async_check_limits(redis_server: RedisServer, prefix: str,
 
 def test_policy_with_several_rates() -> None:
     policy = Policy("api", rates="10/second;1000/hour")
-    assert policy.limits == ((10, 1), (1000, 3600)) and (policy.limit, policy.window) == (10, 1)
+    # A rate string's windows are in ms, and the policy says so (its calls send MS).
+    assert policy.limits == ((10, 1000), (1000, 3_600_000)) and policy.ms
+    assert (policy.limit, policy.window) == (10, 1000)
     assert policy.describe() == "10 per 1s and 1000 per 3600s"
     assert Policy("p", rates=[(10, 500), (100, 60_000)], ms=True).limits == (
         (10, 500), (100, 60_000))
@@ -171,7 +173,8 @@ def test_middleware_with_several_rates(stack_name: str, redis_server: RedisServe
     assert denied.headers["retry-after"] == str(event.result.retry_after_seconds)
     assert int(denied.headers["retry-after"]) > 0
     assert denied.json()["message"] == "Too many requests: 2 per 3600s and 3 per 86400s ('api')."
-    assert [(r.window, r.allowed) for r in event.results] == [(3600, False), (86400, True)]
+    assert [(r.window, r.ms, r.allowed) for r in event.results] == [
+        (3_600_000, True, False), (86_400_000, True, True)]
     items = re.fullmatch(f"{ITEM}, {ITEM}", denied.headers["ratelimit"])
     assert items is not None and (items[2], items[3]) == ("0", denied.headers["retry-after"])
     assert items[5] == "1"  # the daily limit: 2 counted of 3

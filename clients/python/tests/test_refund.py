@@ -63,7 +63,8 @@ def test_refund_limits(limiter: SlidingWindowRateLimiter) -> None:
     back = limiter.refund_limits("m", rates, now=100)
     assert isinstance(back, MultiLimitResult)
     assert back == limiter.peek_limits("m", rates, now=100)
-    assert [(x.window, x.count) for x in back.limits] == [(10, 2), (60, 2)]  # 1 held + 1
+    # A rate string is in ms (now too): 2 per 10,000 ms and 3 per 60,000 ms at 100 ms.
+    assert [(x.window, x.count) for x in back.limits] == [(10_000, 2), (60_000, 2)]  # 1 held + 1
     assert back.allowed
     # Pairs and a cost, as check_limits takes them.
     assert limiter.check_limits("p", [(5, 10), (9, 60)], cost=2, now=7).allowed

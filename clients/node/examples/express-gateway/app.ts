@@ -61,9 +61,10 @@ export interface Gateway {
  */
 export function limit(limiter: SlidingWindowRateLimiter, name: string, limits: LimitsSpec,
   identity: (req: Request) => string): RequestHandler {
-  const rates = typeof limits === 'string' ? parseLimits(limits) : limits; // a bad rate fails at start-up
+  // A bad rate fails at start-up; a rate string's windows are in ms, and its calls say so.
+  const [rates, ms] = typeof limits === 'string' ? [parseLimits(limits), true] : [limits, false];
   return async (req: Request, res: Response, next: NextFunction) => {
-    const decision = await limiter.checkLimits(`${name}:${identity(req)}`, rates);
+    const decision = await limiter.checkLimits(`${name}:${identity(req)}`, rates, { ms });
     res.set(limitsHeaders(decision, name));
     if (decision.allowed) { next(); return; }
     if (decision.degraded) {

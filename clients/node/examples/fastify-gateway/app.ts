@@ -56,7 +56,7 @@ export interface Gateway {
 }
 
 /** What the limit hook decided for a request, for its onSend hook. */
-const decisions = new WeakMap<FastifyRequest, { key: string; limits: Limit[]; decision: MultiLimitResult }>();
+const decisions = new WeakMap<FastifyRequest, { key: string; limits: Limit[]; ms: boolean; decision: MultiLimitResult }>();
 
 /**
  * An onRequest hook for one policy: one CHECK of every limit (all or nothing), the Python
@@ -64,12 +64,14 @@ const decisions = new WeakMap<FastifyRequest, { key: string; limits: Limit[]; de
  */
 export function limit(limiter: SlidingWindowRateLimiter, name: string, limits: LimitsSpec,
   identity: (req: FastifyRequest) => string) {
+  // A bad rate fails at start-up; a rate string's windows are in ms, and its calls say so.
+  const ms = typeof limits === 'string';
   const rates = typeof limits === 'string' ? parseLimits(limits) : limits.map((l) =>
-    (Array.isArray(l) ? { limit: l[0] as number, window: l[1] as number } : l as Limit)); // a bad rate fails at start-up
+    (Array.isArray(l) ? { limit: l[0] as number, window: l[1] as number } : l as Limit));
   return async (request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply | undefined> => {
     const key = `${name}:${identity(request)}`;
-    const decision = await limiter.checkLimits(key, rates);
-    decisions.set(request, { key, limits: rates, decision });
+    const decision = await limiter.checkLimits(key, rates, { ms });
+    decisions.set(request, { key, limits: rates, ms, decision });
     reply.headers(limitsHeaders(decision, name));
     if (decision.allowed) return undefined;
     if (decision.degraded) {
@@ -90,7 +92,7 @@ export function countOnlyFailures(limiter: SlidingWindowRateLimiter) {
   return async (request: FastifyRequest, reply: FastifyReply, payload: unknown): Promise<unknown> => {
     const seen = decisions.get(request);
     if (seen !== undefined && seen.decision.allowed && !seen.decision.degraded && reply.statusCode < 400) {
-      await limiter.refundLimits(seen.key, seen.limits);
+      await limiter.refundLimits(seen.key, seen.limits, { ms: seen.ms });
     }
     return payload;
   };

@@ -19,6 +19,7 @@ from .headers import limits_headers, policy_header, rate_limit_headers
 from .identity import TrustedProxies, client_identity, client_ip, ip_key, parse_ip
 from .limiter import SlidingWindowRateLimiter
 from .limit import MAX_LIMITS, Limit
+from .permissions import MissingPermissionError
 from .rates import parse_limits
 from .result import MultiLimitResult, RateLimitResult, WindowCounts
 
@@ -30,6 +31,7 @@ __all__ = [
     "LibraryNotLoadedError",
     "Limit",
     "MAX_LIMITS",
+    "MissingPermissionError",
     "MultiLimitResult",
     "RateLimitResult",
     "SlidingWindowRateLimiter",
@@ -47,7 +49,7 @@ __all__ = [
     "policy_header",
     "rate_limit_headers",
 ]
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 # Old names, kept as deprecated aliases (a DeprecationWarning on use).
 _DEPRECATED = {"Rate": ("Limit", Limit), "MAX_RATES": ("MAX_LIMITS", MAX_LIMITS)}

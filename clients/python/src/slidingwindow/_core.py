@@ -13,7 +13,7 @@ from typing import Any, Callable, Generic, Optional, Sequence, TypeVar, Union
 from .deny_cache import DenyCacheArg, make as make_deny_cache
 from .backend import Backend
 from .failure import Circuit, ErrorHook, Gate
-from .rates import Rate, parse_limits
+from .rates import MS_WITH_RATE_STRING, Rate, parse_limits
 from .result import MultiLimitResult, RateLimitResult, WindowCounts
 
 CHECK = "SLIDINGWINDOW.CHECK"
@@ -22,7 +22,8 @@ REFUND = "SLIDINGWINDOW.REFUND"
 COUNTS = "SLIDINGWINDOW.COUNTS"
 
 Arg = Union[str, int]
-# Several limits: a rate string ("10/second;1000/hour"), or Rates, or (limit, window) pairs.
+# Several limits: a rate string ("10/second;1000/hour", sent in ms), or Rates, or
+# (limit, window) pairs (seconds, or ms with `ms`).
 Limits = Union[str, Sequence[Union[Rate, tuple[int, int]]]]
 ClientT = TypeVar("ClientT")
 T = TypeVar("T")
@@ -35,16 +36,17 @@ def _check_ints(**values: int) -> None:
             raise TypeError(f"{name} must be an int, got {value!r}")
 
 
-def as_pairs(limits: Limits, ms: bool) -> list[tuple[int, int]]:
-    """(limit, window) pairs, in order, from any form `Limits` allows."""
+def as_pairs(limits: Limits, ms: bool) -> tuple[list[tuple[int, int]], bool]:
+    """(limit, window) pairs, in order, from any form `Limits` allows, and whether their
+    windows are in ms: a rate string's always are (and `ms=True` with one is an error)."""
     if isinstance(limits, str):
         if ms:
-            raise ValueError("rate strings are in seconds: give (limit, window) pairs with ms")
-        limits = parse_limits(limits)
+            raise ValueError(MS_WITH_RATE_STRING)
+        limits, ms = parse_limits(limits), True
     pairs = [(r.limit, r.window) if isinstance(r, Rate) else (r[0], r[1]) for r in limits]
     if not pairs:
         raise ValueError("no limit given")
-    return pairs
+    return pairs, ms
 
 
 def command_args(
@@ -188,7 +190,7 @@ class LimiterBase(Generic[ClientT]):
         self, command: str, client_id: str, limits: Limits, cost: int, ms: bool,
         now: Optional[int],
     ) -> Command[MultiLimitResult]:
-        pairs = as_pairs(limits, ms)
+        pairs, ms = as_pairs(limits, ms)
         (limit, window), more = pairs[0], pairs[1:]
         args = command_args(command, self.key(client_id), limit, window, now=now, cost=cost,
                             ms=ms, details=True, more=more)

@@ -26,6 +26,11 @@ A library that is missing is loaded with `FUNCTION LOAD REPLACE` (on every prima
 cluster). A user who may not (NOPERM) gets `LibraryNotLoadedError`, which names the
 command the operator runs.
 
+A call refused by ACL (a command inside the library, the call itself, or its key) raises
+`MissingPermissionError` (permissions.py), no outage either: on the library's FCALL path
+the backend first asks `FCALL_RO slidingwindow_permissions 1 <key>` which commands are
+missing (the whole list if that fails too); on EVALSHA (Redis 6.2) the whole list.
+
 The steps of a call are a generator of `Send`s, driven by `run_sync` or `run_async`, so
 the sync and asyncio limiters (and the `limits` storages) share every decision.
 """
@@ -33,6 +38,7 @@ the sync and asyncio limiters (and the `limits` storages) share every decision.
 from __future__ import annotations
 
 import enum
+import logging
 import warnings
 from dataclasses import dataclass
 from typing import Any, Generator, Optional, Sequence
@@ -42,7 +48,9 @@ import redis.asyncio.cluster
 import redis.cluster
 from redis.exceptions import NoPermissionError, NoScriptError, RedisError, ResponseError
 
-from . import library
+from . import library, permissions
+
+LOGGER = logging.getLogger("slidingwindow")
 
 CHECK = "SLIDINGWINDOW.CHECK"
 PEEK = "SLIDINGWINDOW.PEEK"
@@ -118,6 +126,16 @@ def not_loaded_message(cause: BaseException) -> str:
     )
 
 
+def older_kept_message(versions: Sequence[Any], cause: BaseException) -> str:
+    loaded = ", ".join(library.text(v) for v in versions)
+    return (
+        f"rate limiter: the slidingwindow library on the server ({loaded}) is older than "
+        f"this client's ({library.VERSION}) and this user may not replace it ({cause}): "
+        f"using it as it is. An operator loads the new one on every primary: "
+        f"{library.LOAD_COMMAND}, or {library.LOAD_HELPER}"
+    )
+
+
 class Backend:
     """The decision of one limiter or storage: `choice` as given, `mode` once known."""
 
@@ -159,16 +177,40 @@ class Backend:
             mode = yield from self._find_library()
         for attempt in (1, 2):
             try:
-                return (yield self._send(args, mode))
+                return (yield from self._call(args, mode))
             except RedisError as exc:
-                if mode is Mode.EVAL and _noscript(exc):
-                    name = FUNCTIONS[str(args[0]).upper()][0]
-                    return (yield Send(["EVAL", library.BODY, 1, args[1], name, *args[2:]]))
+                refused = permissions.refusal(exc)
+                if refused is not None:
+                    raise (yield from self._refused(exc, refused, args, mode)) from exc
                 if attempt == 2 or not self._gone(exc, mode):
                     raise
             # The module or the library is not there (any more): look again, call again.
             mode = yield from self._find_library()
         raise AssertionError("unreachable")
+
+    def _call(self, args: Sequence[Any], mode: Mode) -> Steps:
+        try:
+            return (yield self._send(args, mode))
+        except RedisError as exc:
+            if mode is Mode.EVAL and _noscript(exc):
+                name = FUNCTIONS[str(args[0]).upper()][0]
+                return (yield Send(["EVAL", library.BODY, 1, args[1], name, *args[2:]]))
+            raise
+
+    def _refused(self, exc: RedisError, refused: str, args: Sequence[Any],
+                 mode: Mode) -> Generator[Send, Any, permissions.MissingPermissionError]:
+        """The MissingPermissionError for a call refused by ACL; on the FCALL path, with
+        what slidingwindow_permissions says is missing (not asked for a refused key)."""
+        listed = None
+        if mode is Mode.FUNCTION and refused != "key":
+            key = args[1]
+            try:
+                listed = yield Send(["FCALL_RO", "slidingwindow_permissions", 1, key], "key",
+                                    str(key))
+            except RedisError:
+                listed = None  # an older library, FCALL_RO refused, ...: the whole list
+        backend = {Mode.MODULE: "module", Mode.FUNCTION: "library", Mode.EVAL: "eval"}[mode]
+        return permissions.error(exc, refused, backend, args[1], listed)
 
     def _gone(self, exc: RedisError, mode: Mode) -> bool:
         if mode is Mode.MODULE:
@@ -188,6 +230,9 @@ class Backend:
             if _unknown_command(exc, "fcall_ro"):
                 self.mode = Mode.EVAL  # Redis 6.2: no FUNCTION
                 return self.mode
+            refused = permissions.refusal(exc)
+            if refused is not None:  # FCALL_RO itself
+                raise permissions.error(exc, refused, "library", None) from exc
             if not _function_missing(exc):
                 raise
             versions = None
@@ -195,7 +240,14 @@ class Backend:
             try:
                 yield Send(["FUNCTION", "LOAD", "REPLACE", library.CODE], "primaries")
             except NoPermissionError as exc:
-                raise LibraryNotLoadedError(not_loaded_message(exc)) from exc
+                if versions is None:
+                    raise LibraryNotLoadedError(not_loaded_message(exc)) from exc
+                # Every primary has a library, only older: it answers every call this
+                # client sends, so it is used as it is rather than stopping the app
+                # mid-upgrade.
+                LOGGER.warning(older_kept_message(versions, exc))
+                self.mode = Mode.FUNCTION
+                return self.mode
             except RedisError as exc:
                 if not _unknown_command(exc, "function"):
                     raise

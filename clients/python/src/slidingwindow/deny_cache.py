@@ -37,10 +37,15 @@ down by the whole units that have surely elapsed since the reply (so they are ne
 shorter than Redis's), per-limit `retry_after` turned to -1 once that limit alone surely
 allows, `count` and `remaining` as refused (for cost 1, `remaining` is 0, as Redis says).
 
-While a refusal's entry has ended, calls on that key and limits go to Redis one at a time
-(the others wait for the answer, and are answered from it if it is again a refusal): a
-flood on a refused identity reaches Redis once per cached interval, not once per thread.
-Keys that were not refused are never serialized.
+One call at a time per key and limits goes to Redis while nothing is cached for them (a
+first call, or a refusal's entry has ended): the others wait for its answer (a single
+flight), and are answered from it if it is a refusal. After an allowed answer that leaves
+`remaining` quota, that many waiters (`remaining // cost`) go to Redis at once, the next
+one leads a new flight and the rest wait for it: calls on a key far from its limit are not
+held up, and a flood on one identity reaches Redis about `limit` + 1 times per cached
+interval, not once per thread or task (the 20 threads' first requests would otherwise all
+reach Redis before the first refusal is back). With `now` given (the caller's clock)
+calls are never held.
 """
 
 from __future__ import annotations
@@ -147,12 +152,18 @@ def _answer(spec: Spec, without_redis: Callable[[bool], Any], hit: MultiLimitRes
 
 @dataclass
 class _Entry:
-    result: MultiLimitResult
+    result: Optional[MultiLimitResult]  # None: no refusal yet (a first call's flight)
     never: bool
     deadline: float  # client monotonic seconds (server clock); units (explicit now)
     origin: float  # t_recv (server clock), or now0 (explicit now)
     flight: Any = None  # threading.Event or asyncio.Event: a call on its way to Redis
     waiters: int = 0
+    tickets: int = 0  # waiters that may go to Redis at once (the quota an allowed call left)
+    direct: int = 0  # calls on their way to Redis with a ticket
+
+
+# What _enter gives a call that goes to Redis with a ticket (in the place of a flight).
+_TICKET = object()
 
 
 @dataclass
@@ -350,19 +361,33 @@ class DenyCache:
             entry = held.get(spec.slot) if held else None
             if entry is None:
                 self._stats.misses += 1
-                return None, None, None
+                if spec.now is not None:
+                    return None, None, None
+                # The first call leads a flight; calls meanwhile wait for its answer.
+                if held is None:
+                    held = self._keys[spec.key] = {}
+                elif len(held) >= MAX_PER_KEY:
+                    _wake(held.pop(next(iter(held))))
+                entry = held[spec.slot] = _Entry(None, False, float("-inf"), t, event())
+                return None, entry.flight, None
             self._keys.move_to_end(spec.key)
             live = (entry.never or (
                 spec.now is None and t < entry.deadline) or (
                 spec.now is not None and entry.origin <= spec.now < entry.deadline))
-            if live:
+            if live and entry.result is not None:
                 self._stats.hits += 1
                 e = _elapsed_units(spec, entry, t)
                 return _count_down(entry.result, spec.cost, e), None, None
             if live or spec.now is not None:
                 self._stats.misses += 1
                 return None, None, None
-            # Ended: one call at a time goes to Redis; the others wait for its answer.
+            # Ended: what an allowed answer left goes at once, then one call at a time goes
+            # to Redis; the others wait for its answer.
+            if entry.tickets > 0:
+                entry.tickets -= 1
+                entry.direct += 1
+                self._stats.misses += 1
+                return None, _TICKET, None
             if entry.flight is not None and isinstance(entry.flight, event):
                 entry.waiters += 1
                 self._stats.waits += 1
@@ -457,6 +482,10 @@ class DenyCache:
         with self._lock:
             held = self._keys.get(spec.key)
             entry = held.get(spec.slot) if held else None
+            if lead is _TICKET:
+                lead = None
+                if entry is not None and entry.direct > 0:
+                    entry.direct -= 1
             if lead is not None and entry is not None and entry.flight is lead:
                 entry.flight = None
             refused = (stored is not None and not stored.allowed and not stored.degraded
@@ -469,6 +498,7 @@ class DenyCache:
                 if entry is not None:
                     fresh.waiters = entry.waiters
                     fresh.flight = entry.flight
+                    fresh.direct = entry.direct
                 if held is None:
                     held = self._keys[spec.key] = {}
                 elif spec.slot not in held and len(held) >= MAX_PER_KEY:
@@ -479,11 +509,17 @@ class DenyCache:
                 while len(self._keys) > self.max_entries:
                     _, dropped = self._keys.popitem(last=False)
                     self._stats.evicted += len(dropped)
-            elif lead is not None and entry is not None and held is not None and (
-                    answer is None or stored is None or stored.degraded
-                    or entry.waiters == 0):
-                # Allowed with nobody waiting, failed or degraded: the refusal is over.
-                if entry.flight is None:
+                    for gone in dropped.values():
+                        _wake(gone)
+            elif entry is not None and held is not None and entry.deadline == float("-inf"):
+                over = answer is None or stored is None or stored.degraded or entry.waiters == 0
+                if lead is not None and not over and stored is not None:
+                    # Allowed with calls waiting: as many as the quota left go at once (less
+                    # those on their way already).
+                    left = stored.summary.remaining // spec.cost - entry.direct
+                    entry.tickets = max(0, min(entry.waiters, left))
+                if over and entry.flight is None and entry.direct == 0:
+                    # Allowed with nobody waiting, failed or degraded: nothing to remember.
                     del held[spec.slot]
                     if not held:
                         del self._keys[spec.key]

@@ -14,7 +14,8 @@ Seconds are whole and never early: with second windows they are the module's num
 with millisecond windows they are rounded UP (1001 ms -> 2 s).
 
 Several limits (`limits_headers`): RateLimit-Policy and RateLimit list one item per limit
-(draft-ietf-httpapi-ratelimit-headers-11 takes lists), named `"<policy>/<window>s"`;
+(draft-ietf-httpapi-ratelimit-headers-11 takes lists), named `"<policy>/<window>s"`
+(`"<policy>/<window>ms"` for ms windows that are no whole number of seconds);
 X-RateLimit-* speak for the governing limit; Retry-After is the summary's: when every
 limit allows the same request again.
 """
@@ -71,7 +72,10 @@ def rate_limit_headers(result: RateLimitResult, policy: str = "default") -> dict
 
 
 def limit_name(policy: str, result: RateLimitResult) -> str:
-    """The name of one of several limits in the RateLimit fields: `api/60s`, `api/500ms`."""
+    """The name of one of several limits in the RateLimit fields: `api/60s`, `api/500ms`
+    (a window in ms of whole seconds, as a rate string's, is named in seconds: `api/1s`)."""
+    if result.ms and result.window % 1000 == 0:
+        return f"{policy}/{result.window // 1000}s"
     return f"{policy}/{result.window}{'ms' if result.ms else 's'}"
 
 

@@ -38,7 +38,8 @@ def count_only_successes() -> CountWhen:
 class Policy:
     """`limit` requests (of weight `cost`) per sliding `window` seconds (ms if `ms`), or
     several rates at once: `Policy("api", rates="10/second;1000/hour")` (or Rates, or
-    (limit, window) pairs), checked in one command, all or nothing.
+    (limit, window) pairs), checked in one command, all or nothing. A rate string's
+    windows are in ms (`policy.ms` is then True, `limits` in ms): it is sent with MS.
 
     `name` appears in RateLimit-Policy and in the Redis key, so two policies never share
     a counter. `identity`, when set, replaces the middleware's for this policy (e.g. a
@@ -63,7 +64,7 @@ class Policy:
         if (rates is None) != given:
             raise ValueError(f"policy {name!r}: give limit and window, or rates")
         if rates is not None:
-            pairs = as_pairs(rates, ms)
+            pairs, ms = as_pairs(rates, ms)
         elif limit is None or window is None:
             raise ValueError(f"policy {name!r}: give limit and window, or rates")
         else:
@@ -130,8 +131,16 @@ class Policy:
                 f"cost={self._cost}{extra})")
 
     def describe(self) -> str:
-        unit = "ms" if self.ms else "s"
-        return " and ".join(f"{limit} per {window}{unit}" for limit, window in self.limits)
+        """`10 per 1s and 1000 per 3600s`; `5 per 500ms`: ms windows of whole seconds (a
+        rate string's) in seconds, as before rate strings were sent in ms."""
+        return " and ".join(f"{limit} per {_window_words(window, self.ms)}"
+                            for limit, window in self.limits)
+
+
+def _window_words(window: int, ms: bool) -> str:
+    if ms and window % 1000 == 0:
+        return f"{window // 1000}s"
+    return f"{window}{'ms' if ms else 's'}"
 
 
 Routes = Union[Mapping[str, Optional[Policy]], Sequence[tuple[str, Optional[Policy]]]]

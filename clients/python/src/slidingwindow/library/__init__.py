@@ -10,7 +10,14 @@ primary of a cluster) with
 
     python3 -m slidingwindow.library redis://admin:secret@host:6379 [--cluster]
 
-or `redis-cli FUNCTION LOAD REPLACE "$(cat lua/slidingwindow.lua)"` on each primary.
+or `redis-cli FUNCTION LOAD REPLACE "$(cat lua/slidingwindow.lua)"` on each primary. On
+Redis 6.2 (no FUNCTION) nothing needs loading: the clients send the same code with
+EVALSHA (EVAL after NOSCRIPT), and the helper says so and exits 0.
+
+A package, so that `python3 -m slidingwindow.library` runs its `__main__` without running
+this module a second time (runpy's RuntimeWarning when `slidingwindow` has already
+imported `slidingwindow.library`, as it does through `backend`). The Lua file stays at
+`slidingwindow/slidingwindow.lua`.
 """
 
 from __future__ import annotations
@@ -75,19 +82,33 @@ def load(client: Any, *, replace_newer: bool = False) -> list[str]:
         loaded: Optional[Any]
         try:
             loaded = client.execute_command("FCALL_RO", "slidingwindow_version", 0, **options)
-        except redis.ResponseError:
-            loaded = None  # not loaded (or FUNCTION unknown: the LOAD below says so)
+        except redis.ResponseError as exc:
+            if _no_functions(exc):
+                lines.append(f"{where}: {NO_FUNCTIONS}")
+                continue
+            loaded = None  # not loaded
         if loaded is not None and not is_older(loaded) and (
                 not replace_newer or version_tuple(loaded) == version_tuple(VERSION)):
-            lines.append(f"{where}: library {_text(loaded)} already loaded")
+            lines.append(f"{where}: library {text(loaded)} already loaded")
             continue
         client.execute_command("FUNCTION", "LOAD", "REPLACE", CODE, **options)
         lines.append(f"{where}: library {VERSION} loaded"
-                     + ("" if loaded is None else f" (was {_text(loaded)})"))
+                     + ("" if loaded is None else f" (was {text(loaded)})"))
     return lines
 
 
-def _text(value: Any) -> str:
+NO_FUNCTIONS = ("this server has no FUNCTION (Redis 6.2): nothing needs loading; the clients "
+                "send the library's code with EVALSHA (EVAL after NOSCRIPT)")
+
+
+def _no_functions(exc: Exception) -> bool:
+    """Redis 6.2's answer to FCALL_RO: `unknown command 'FCALL_RO'`."""
+    text = str(exc).lower()
+    return "unknown command" in text and "fcall_ro" in text
+
+
+def text(value: Any) -> str:
+    """A version as the server answered it (bytes or str), as text."""
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
@@ -116,6 +137,3 @@ def main(argv: Optional[list[str]] = None) -> int:
         client.close()
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -13,6 +13,7 @@ Two ways to run this one file:
     FCALL_RO slidingwindow_peek   1 key <same as check>
     FCALL_RO slidingwindow_counts 1 key window [now] [MS]
     FCALL_RO slidingwindow_version 0
+    FCALL_RO slidingwindow_permissions 1 key   (which commands it calls this user may not run)
 
   Redis 6.2, or where FUNCTION is refused (EVAL / EVALSHA):
     send everything AFTER THE FIRST LINE (the `#!lua` line is a syntax error for EVAL),
@@ -28,7 +29,7 @@ are computed as two-part integers (`big`), exactly as the module computes them i
 Waits in replies are capped at 2^53 - 1, as the module's are.
 ]]
 
-local VERSION = '0.2.0'
+local VERSION = '0.3.0'
 local MAX = 9007199254740991 -- 2^53 - 1: the largest count, time or window
 local MAX_LIMITS = 8
 local MAX_WINDOWS = 8
@@ -662,13 +663,14 @@ local function server_ms()
 end
 
 -- The key's counters (nil when missing), or false for a value that is no state. v: GET's
--- reply when already read.
+-- reply when already read. A GET refused by ACL is false and its error, not WRONGTYPE.
 local function read(key, v)
   if v == nil then
     v = redis.pcall('GET', key)
   end
   if type(v) == 'table' then
-    return false
+    local e = v.err
+    return false, e and not strfind(e, '^WRONGTYPE') and v or nil
   end
   if not v then
     return nil
@@ -1054,9 +1056,9 @@ local function limiter(name, mode)
     if not req.now then
       req.now = floor(ms() / (req.ms and 1 or 1000))
     end
-    local state = read(key, got)
+    local state, refused = read(key, got)
     if state == false then
-      return redis.error_reply(WRONGTYPE)
+      return refused or redis.error_reply(WRONGTYPE)
     end
     local d = decide(state, req)
     if mode == 'check' and d.allowed then
@@ -1133,9 +1135,9 @@ local function counts(keys, args)
     return redis.error_reply(err)
   end
   local now = q.now or floor(server_ms() / (q.ms and 1 or 1000))
-  local state = read(keys[1])
+  local state, refused = read(keys[1])
   if state == false then
-    return redis.error_reply(WRONGTYPE)
+    return refused or redis.error_reply(WRONGTYPE)
   end
   local j = judge(find(state, q.ms, q.window), 0, q.window, now)
   return { j.previous, j.current, j.elapsed }
@@ -1145,6 +1147,43 @@ local function version()
   return VERSION
 end
 
+-- The commands the library calls on Redis 7.0+, with what redis.acl_check_cmd needs to
+-- judge each on the key (true: the key goes there): TIME, GET, SET ... PXAT, PEXPIRETIME
+-- and PEXPIREAT ... GT (an expiry past 2^53 ms). PTTL is called only where PEXPIRETIME
+-- fails (Redis 6.2, which has no acl_check_cmd; or PEXPIRETIME refused, reported here).
+local CALLED = {
+  { 'time' }, { 'get', true }, { 'set', true, 'x' }, { 'pexpiretime', true },
+  { 'pexpireat', true, '0' },
+}
+
+-- A diagnostic, never on the limiter's path: the commands above that the calling user may
+-- not run on the key, in that order, lower case; empty when every one is granted. A
+-- command the server does not know is not reported. Redis 7.0+ / Valkey 7.2+ only.
+local function permissions(keys, args)
+  bind()
+  local name = 'slidingwindow_permissions'
+  if #keys ~= 1 or #args ~= 0 then
+    return redis.error_reply(arity(name))
+  end
+  local check = redis.acl_check_cmd
+  if not check then
+    return redis.error_reply('ERR ' .. name .. ' needs redis.acl_check_cmd (Redis 7.0+)')
+  end
+  local missing = {}
+  for _, c in ipairs(CALLED) do
+    local ok, granted
+    if c[2] then
+      ok, granted = pcall(check, c[1], keys[1], unpack(c, 3))
+    else
+      ok, granted = pcall(check, c[1])
+    end
+    if ok and not granted then
+      missing[#missing + 1] = c[1]
+    end
+  end
+  return missing
+end
+
 local FUNCTIONS = {
   { 'slidingwindow_check', fast_first(limiter('slidingwindow_check', 'check'), true), {} },
   { 'slidingwindow_peek', fast_first(limiter('slidingwindow_peek', 'peek'), false),
@@ -1152,6 +1191,7 @@ local FUNCTIONS = {
   { 'slidingwindow_counts', counts, { 'no-writes' } },
   { 'slidingwindow_refund', limiter('slidingwindow_refund', 'refund'), {} },
   { 'slidingwindow_version', version, { 'no-writes' } },
+  { 'slidingwindow_permissions', permissions, { 'no-writes' } },
 }
 
 if redis.register_function then

@@ -221,29 +221,6 @@ fn not_loaded_message(cause: &RedisError) -> String {
     )
 }
 
-/// The ACL commands the library calls (what a user needs beside `+fcall +fcall_ro`).
-pub const LIBRARY_COMMANDS: [&str; 7] = [
-    "fcall",
-    "fcall_ro",
-    "time",
-    "get",
-    "set",
-    "pexpiretime",
-    "pttl",
-];
-
-fn missing_permission(commands: Vec<String>, cause: &RedisError) -> Error {
-    let grants: Vec<String> = commands.iter().map(|c| format!("+{c}")).collect();
-    let message = format!(
-        "this Redis user may not run {} ({cause}); fix it with `ACL SETUSER <user> {}`, or \
-         grant the full recommended line: `ACL SETUSER <user> on ~rate:* +fcall +fcall_ro \
-         +time +get +set +pexpiretime +pttl` (see the README's ACL section)",
-        commands.join(", "),
-        grants.join(" ")
-    );
-    Error::MissingPermission { commands, message }
-}
-
 /// The decision of one limiter: the choice as given, the mode once known.
 #[derive(Debug)]
 pub(crate) struct Chooser {
@@ -300,12 +277,13 @@ impl Chooser {
                 Err(e) => e,
             };
             if mode == Mode::Eval && noscript(&err) {
-                return reply(sender, wire.eval())
-                    .await
-                    .map_err(|e| self.explain(sender, wire, e));
+                return match reply(sender, wire.eval()).await {
+                    Ok(v) => Ok(v),
+                    Err(e) => Err(self.explain_now(sender, wire, mode, e).await),
+                };
             }
             if attempt == 2 || !self.gone(&err, mode) {
-                return Err(self.explain_now(sender, wire, err).await);
+                return Err(self.explain_now(sender, wire, mode, err).await);
             }
             // The module or the library is not there (any more): look again, call again.
             if generation == self.generation.load(Ordering::Acquire) {
@@ -317,41 +295,39 @@ impl Chooser {
         unreachable!("the loop returns")
     }
 
-    fn explain<S: SendCommand>(&self, _sender: &S, _wire: &Wire, e: RedisError) -> Error {
-        if noperm(&e) {
-            return missing_permission(
-                LIBRARY_COMMANDS.iter().map(|s| s.to_string()).collect(),
-                &e,
-            );
-        }
-        Error::Redis(e)
-    }
-
-    /// A refused call as the error to return: `NOPERM` becomes `MissingPermission`,
-    /// naming the commands (from the library's `slidingwindow_permissions` where it has
-    /// it, else every command the library or the module needs).
-    async fn explain_now<S: SendCommand>(&self, sender: &S, wire: &Wire, e: RedisError) -> Error {
-        let refused_by_acl = noperm(&e) || text(&e).contains("can't run this command");
-        if !refused_by_acl {
+    /// A refused call as the error to return: an ACL refusal becomes
+    /// `MissingPermission`, naming the commands (on the FCALL path from the library's
+    /// `slidingwindow_permissions`, else every command the library needs).
+    async fn explain_now<S: SendCommand>(
+        &self,
+        sender: &S,
+        wire: &Wire,
+        mode: Mode,
+        e: RedisError,
+    ) -> Error {
+        use crate::permissions::{error, refusal, Path, Refused};
+        let Some(kind) = refusal(&e) else {
             return Error::Redis(e);
-        }
-        let commands = match self.mode() {
-            Some(Mode::Module) | None => vec![wire.op.command().to_ascii_lowercase()],
-            Some(Mode::Eval) => LIBRARY_COMMANDS.iter().map(|s| s.to_string()).collect(),
-            Some(Mode::Function) => {
-                let mut c = redis::cmd("FCALL_RO");
-                c.arg("slidingwindow_permissions").arg(1).arg(&wire.key);
-                match reply(sender, c).await {
-                    Ok(Value::Array(items)) if !items.is_empty() => items
+        };
+        let path = match mode {
+            Mode::Module => Path::Module,
+            Mode::Function => Path::Library,
+            Mode::Eval => Path::Eval,
+        };
+        let mut listed = None;
+        if mode == Mode::Function && kind != Refused::Key {
+            let mut c = redis::cmd("FCALL_RO");
+            c.arg("slidingwindow_permissions").arg(1).arg(&wire.key);
+            if let Ok(Value::Array(items)) = reply(sender, c).await {
+                listed = Some(
+                    items
                         .iter()
                         .filter_map(|v| redis::from_redis_value_ref::<String>(v).ok())
-                        .map(|s| s.to_ascii_lowercase())
                         .collect(),
-                    _ => LIBRARY_COMMANDS.iter().map(|s| s.to_string()).collect(),
-                }
+                );
             }
-        };
-        missing_permission(commands, &e)
+        }
+        error(&e, kind, path, Some(&wire.key), listed)
     }
 
     fn gone(&self, e: &RedisError, mode: Mode) -> bool {
@@ -400,6 +376,17 @@ impl Chooser {
                     }
                 }
                 Err(e) if unknown_command(&e, "fcall_ro") => return Ok(Mode::Eval),
+                Err(e) if crate::permissions::refusal(&e).is_some() => {
+                    // FCALL_RO itself refused.
+                    let kind = crate::permissions::refusal(&e).unwrap();
+                    return Err(crate::permissions::error(
+                        &e,
+                        kind,
+                        crate::permissions::Path::Library,
+                        None,
+                        None,
+                    ));
+                }
                 Err(e) if function_missing(&e) => {
                     load = true;
                     every_primary_has_one = false;

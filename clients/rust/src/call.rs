@@ -106,7 +106,8 @@ impl Call {
     pub(crate) fn validate(&self) -> Result<(), Error> {
         if self.conflict {
             return Err(Error::InvalidArgument(
-                "a rate string carries its own unit: do not add ms".into(),
+                "a rate string carries its own unit (ms): give (limit, window) pairs with ms"
+                    .into(),
             ));
         }
         if self.limits.is_empty() {

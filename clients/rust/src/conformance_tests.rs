@@ -1,9 +1,8 @@
 //! Replays every vector of the repository's `conformance/` (commands, replies, headers,
 //! identity, deny_cache) through this crate's real code: the limiter on a scripted
 //! connection, the header and identity helpers, the real DenyCache with its clock
-//! injected. With the self-check: one leaf of each expected part changed must mismatch.
-//! (rates.json belongs to the rate-string work: `rates::tests` and its own driver below
-//! once it lands.)
+//! injected, the rate-string parser. With the self-check: one leaf of each expected part
+//! changed must mismatch.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -547,11 +546,50 @@ fn deny_cache_json() {
 }
 
 #[test]
+fn rates_json() {
+    for case in cases("rates.json") {
+        let text = case["text"].as_str().unwrap();
+        let id = case["id"]
+            .as_str()
+            .map(str::to_string)
+            .unwrap_or_else(|| format!("{text:?}"));
+        let parsed = if case["ms"].as_bool() == Some(true) {
+            Call::rates(text).and_then(|c| {
+                let c = c.ms();
+                c.validate().map(|()| c.limit_list().to_vec())
+            })
+        } else {
+            crate::parse_limits(text).map_err(crate::Error::from)
+        };
+        match (&case["limits"], parsed) {
+            (J::Array(want), Ok(got)) => {
+                let got = J::Array(got.iter().map(|l| json!([l.limit, l.window])).collect());
+                let want = J::Array(want.clone());
+                assert_eq!(got, want, "rates.json {id}");
+                assert_ne!(got, mutated(&want), "rates.json {id}: self-check");
+            }
+            (J::Null, Err(e)) => {
+                let fragment = case["message"].as_str().unwrap();
+                assert!(
+                    e.to_string().contains(fragment),
+                    "rates.json {id}: {e:?} lacks {fragment:?}"
+                );
+                assert!(
+                    !e.to_string().contains(&format!("{fragment}x")),
+                    "rates.json {id}: self-check"
+                );
+            }
+            (want, got) => panic!("rates.json {id}: expected {want}, got {got:?}"),
+        }
+    }
+}
+
+#[test]
 fn every_file_has_a_driver() {
     let mut files: Vec<String> = std::fs::read_dir(dir())
         .unwrap()
         .filter_map(|e| e.ok()?.file_name().into_string().ok())
-        .filter(|n| n.ends_with(".json") && n != "rates.json")
+        .filter(|n| n.ends_with(".json"))
         .collect();
     files.sort();
     assert_eq!(
@@ -561,6 +599,7 @@ fn every_file_has_a_driver() {
             "deny_cache.json",
             "headers.json",
             "identity.json",
+            "rates.json",
             "replies.json"
         ]
     );

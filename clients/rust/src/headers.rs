@@ -11,7 +11,8 @@
 //!
 //! Seconds are whole and never early: millisecond figures are rounded **up**. With
 //! several limits, RateLimit-Policy and RateLimit list one item per limit (draft 11 takes
-//! lists), named `"<policy>/<window>s"` (`ms` for millisecond windows); X-RateLimit-*
+//! lists), named `"<policy>/<window>s"` (`<window>ms` for a millisecond window that is
+//! not whole seconds); X-RateLimit-*
 //! speak for the governing limit; Retry-After is the summary's. A degraded decision
 //! (Redis not asked) gets no headers at all.
 
@@ -78,8 +79,12 @@ pub fn rate_limit_headers(r: &LimitResult, policy: &str) -> Vec<(&'static str, S
     with_retry(h, r)
 }
 
-/// The name of one of several limits in the RateLimit fields: `api/60s`, `api/500ms`.
+/// The name of one of several limits in the RateLimit fields: `api/60s`, `api/500ms` (a
+/// window in ms of whole seconds, as a rate string's, is named in seconds: `api/1s`).
 pub fn limit_name(policy: &str, r: &LimitResult) -> String {
+    if r.ms && r.window.is_multiple_of(1000) {
+        return format!("{policy}/{}s", r.window / 1000);
+    }
     format!("{policy}/{}{}", r.window, if r.ms { "ms" } else { "s" })
 }
 
@@ -152,7 +157,7 @@ mod tests {
     }
 
     // The expected strings are what the Python client's headers.py answers for the same
-    // results (printed from it).
+    // results (printed from it; the draft-11 names of whole-second ms windows in seconds).
     #[test]
     fn same_strings_as_python() {
         let one = r(false, 3, 3, 0, 1500, 59001, 60000, true);
@@ -207,11 +212,11 @@ mod tests {
                 ("X-RateLimit-Reset", "60"),
                 (
                     "RateLimit-Policy",
-                    "\"a\\\"b/1000ms\";q=10;w=1, \"a\\\"b/60000ms\";q=2;w=60"
+                    "\"a\\\"b/1s\";q=10;w=1, \"a\\\"b/60s\";q=2;w=60"
                 ),
                 (
                     "RateLimit",
-                    "\"a\\\"b/1000ms\";r=5;t=1, \"a\\\"b/60000ms\";r=0;t=59"
+                    "\"a\\\"b/1s\";r=5;t=1, \"a\\\"b/60s\";r=0;t=59"
                 ),
                 ("Retry-After", "59"),
             ])

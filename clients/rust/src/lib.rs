@@ -42,6 +42,7 @@ pub mod identity;
 #[cfg(feature = "tower")]
 pub mod layer;
 mod limiter;
+pub mod permissions;
 pub mod rates;
 mod result;
 mod send;

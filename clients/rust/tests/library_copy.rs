@@ -25,3 +25,21 @@ fn body_sha_and_version() {
     assert!(library::is_older("0.0.1") && library::is_older("garbage"));
     assert!(!library::is_older("999.0.0"));
 }
+
+#[test]
+fn acl_lines_are_the_readmes() {
+    use slidingwindow_client::permissions::{LIBRARY_LINE, LIBRARY_LINE_62, OPERATOR_LINE};
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md"))
+            .unwrap();
+    let block = readme
+        .split("<!-- library-acl-lines")
+        .nth(1)
+        .and_then(|r| r.split("<!-- /library-acl-lines -->").next())
+        .expect("README.md's library-acl-lines block");
+    let lines: Vec<&str> = block
+        .lines()
+        .filter(|l| l.starts_with("ACL SETUSER"))
+        .collect();
+    assert_eq!(lines, [LIBRARY_LINE, LIBRARY_LINE_62, OPERATOR_LINE]);
+}

@@ -311,4 +311,37 @@ async fn deny_cache_on_in_the_layer_off_in_the_limiter() {
         .allowed());
     assert_eq!(s.calls("slidingwindow.check"), before + 1);
     assert_eq!(cached.deny_cache().unwrap().stats().hits, 1);
+
+    // Single flight: once a refusal's entry has ended, a flood on that identity reaches
+    // Redis one call at a time; the others wait and are answered from the new answer.
+    let flood = Limiter::builder(s.manager().await)
+        .deny_cache(Some(Default::default()))
+        .build();
+    let c = Call::new(1, 1000).ms();
+    assert!(flood.check("flood", &c).await.unwrap().allowed());
+    let d = flood.check("flood", &c).await.unwrap();
+    assert!(!d.allowed());
+    tokio::time::sleep(std::time::Duration::from_millis(
+        d.retry_after() as u64 + 50,
+    ))
+    .await;
+    let before = s.calls("slidingwindow.check");
+    let tasks: Vec<_> = (0..20)
+        .map(|_| {
+            let l = flood.clone();
+            let c = c.clone();
+            tokio::spawn(async move { l.check("flood", &c).await.unwrap() })
+        })
+        .collect();
+    let mut allowed = 0;
+    for t in tasks {
+        allowed += t.await.unwrap().allowed() as u32;
+    }
+    assert_eq!(allowed, 1, "exactly the limit");
+    let sent = s.calls("slidingwindow.check") - before;
+    assert!(
+        sent <= 3,
+        "{sent} of 20 concurrent calls reached Redis (one allowed, one refused expected)"
+    );
+    assert!(flood.deny_cache().unwrap().stats().waits > 0);
 }

@@ -15,7 +15,8 @@
 //! Redis's server time per request (INFO commandstats, reset before the run); and the
 //! app process's CPU per request at a fixed `--rate` (from /proc/<pid>/stat), whose
 //! difference to the no-limiter app of the same language is the limiter's own CPU per
-//! allowed request. Writes bench/results/rust.md and rust.json.
+//! allowed request. Writes bench/results/rust.json (and rust.md through
+//! bench/readme_blocks.py, which renders the README's figures from it).
 
 use std::io::Write as _;
 use std::net::SocketAddr;
@@ -390,59 +391,53 @@ async fn bench(o: Opts) {
 }
 
 fn report(o: &Opts, rows: &[Row]) {
-    let base = |lang_node: bool| {
+    let base = |node: bool| {
         rows.iter()
-            .find(|r| r.variant == if lang_node { "node-none" } else { "none" })
+            .find(|r| r.variant == if node { "node-none" } else { "none" })
+            .filter(|r| !r.cpu_usec_per_request.is_empty())
             .map(|r| median(&r.cpu_usec_per_request))
     };
-    let mut md = format!(
-        "# Rust layer overhead (make bench-rust)\n\nRedis 7 with the module, {} connections, {} s per run, {} rounds (median), CPU at a fixed {} req/s; every request allowed (one key). {} cores, load average {}.\n\n| app | req/s | p50 ms | p99 ms | Redis server us/request | app CPU us/request | limiter CPU us/request (minus the same language's no-limiter app) | non-2xx |\n|---|---|---|---|---|---|---|---|\n",
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let load = load.split(' ').next().unwrap_or("?").to_string();
+    let num = |v: f64| if v.is_finite() { format!("{v:.3}") } else { "null".into() };
+    let mut apps = Vec::new();
+    for r in rows.iter().filter(|r| !r.req_per_sec.is_empty()) {
+        let cpu = median(&r.cpu_usec_per_request);
+        let own = base(r.variant.starts_with("node-")).map(|b| cpu - b).unwrap_or(f64::NAN);
+        apps.push(format!(
+            "{{\"app\": \"{}\", \"req_per_sec\": {}, \"p50_ms\": {}, \"p99_ms\": {}, \"server_usec_per_request\": {}, \"cpu_usec_per_request\": {}, \"limiter_cpu_usec_per_request\": {}, \"non2xx\": {}}}",
+            r.variant,
+            num(median(&r.req_per_sec)),
+            num(median(&r.p50)),
+            num(median(&r.p99)),
+            num(median(&r.server_usec_per_request)),
+            num(cpu),
+            num(own),
+            r.non2xx
+        ));
+    }
+    let json = format!(
+        "{{\"connections\": {}, \"duration_s\": {}, \"rounds\": {}, \"rate\": {}, \"cores\": {cores}, \"load_average\": \"{load}\", \"apps\": [\n  {}\n]}}\n",
         o.connections,
         o.duration.as_secs(),
         o.rounds,
         o.rate,
-        std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
-        std::fs::read_to_string("/proc/loadavg").unwrap_or_default().split(' ').next().unwrap_or("?")
+        apps.join(",\n  ")
     );
-    let mut json = String::from("[");
-    for (i, r) in rows.iter().enumerate() {
-        if r.req_per_sec.is_empty() {
-            continue;
-        }
-        let cpu = median(&r.cpu_usec_per_request);
-        let own = base(r.variant.starts_with("node-"))
-            .map(|b| cpu - b)
-            .unwrap_or(f64::NAN);
-        md += &format!(
-            "| {} | {:.0} | {:.2} | {:.2} | {:.2} | {:.1} | {:.1} | {} |\n",
-            r.variant,
-            median(&r.req_per_sec),
-            median(&r.p50),
-            median(&r.p99),
-            median(&r.server_usec_per_request),
-            cpu,
-            own,
-            r.non2xx
-        );
-        json += &format!(
-            "{}{{\"app\": \"{}\", \"req_per_sec\": {:.1}, \"p50_ms\": {:.3}, \"p99_ms\": {:.3}, \"server_usec_per_request\": {:.3}, \"cpu_usec_per_request\": {:.2}, \"limiter_cpu_usec_per_request\": {:.2}, \"non2xx\": {}}}",
-            if i == 0 { "" } else { ", " },
-            r.variant,
-            median(&r.req_per_sec),
-            median(&r.p50),
-            median(&r.p99),
-            median(&r.server_usec_per_request),
-            cpu,
-            own,
-            r.non2xx
-        );
-    }
-    json += "]\n";
-    print!("{md}");
     let dir = repo().join("bench/results");
     if std::fs::create_dir_all(&dir).is_ok() {
-        let _ = std::fs::write(dir.join("rust.md"), &md);
-        let _ = std::fs::write(dir.join("rust.json"), json.replace("NaN", "null"));
+        let _ = std::fs::write(dir.join("rust.json"), &json);
+    }
+    // The tables (rust.md and the README's block) are rendered from rust.json by
+    // bench/readme_blocks.py, so that both say what the committed run says.
+    print!("{json}");
+    let status = Command::new(std::env::var_os("PYTHON").unwrap_or_else(|| "python3".into()))
+        .arg(repo().join("bench/readme_blocks.py"))
+        .arg("--rust-md")
+        .status();
+    if !matches!(status, Ok(s) if s.success()) {
+        eprintln!("bench/readme_blocks.py --rust-md failed: bench/results/rust.md not rewritten");
     }
 }
 

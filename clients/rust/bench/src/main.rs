@@ -397,14 +397,24 @@ fn report(o: &Opts, rows: &[Row]) {
             .filter(|r| !r.cpu_usec_per_request.is_empty())
             .map(|r| median(&r.cpu_usec_per_request))
     };
-    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(0);
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     let load = load.split(' ').next().unwrap_or("?").to_string();
-    let num = |v: f64| if v.is_finite() { format!("{v:.3}") } else { "null".into() };
+    let num = |v: f64| {
+        if v.is_finite() {
+            format!("{v:.3}")
+        } else {
+            "null".into()
+        }
+    };
     let mut apps = Vec::new();
     for r in rows.iter().filter(|r| !r.req_per_sec.is_empty()) {
         let cpu = median(&r.cpu_usec_per_request);
-        let own = base(r.variant.starts_with("node-")).map(|b| cpu - b).unwrap_or(f64::NAN);
+        let own = base(r.variant.starts_with("node-"))
+            .map(|b| cpu - b)
+            .unwrap_or(f64::NAN);
         apps.push(format!(
             "{{\"app\": \"{}\", \"req_per_sec\": {}, \"p50_ms\": {}, \"p99_ms\": {}, \"server_usec_per_request\": {}, \"cpu_usec_per_request\": {}, \"limiter_cpu_usec_per_request\": {}, \"non2xx\": {}}}",
             r.variant,

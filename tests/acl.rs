@@ -118,6 +118,7 @@ fn least_privilege_users(kind: Kind) {
             "+slidingwindow.check",
             "+slidingwindow.peek",
             "+slidingwindow.counts",
+            "+slidingwindow.refund",
         ],
     );
 
@@ -193,6 +194,13 @@ fn least_privilege_users(kind: Kind) {
         "OK",
         "{kind:?}"
     );
+    // REFUND gives back the hit CHECK counted (the README's by-name line grants it).
+    assert_eq!(
+        outcome(&mut named, REFUND, &["rl:d", "5", "60", "100"]),
+        "OK",
+        "{kind:?}"
+    );
+    assert_eq!(d.peek(&mut named), [1, 1], "{kind:?} after REFUND");
     assert_eq!(
         outcome(&mut named, CHECK, &["x:d", "5", "60"]),
         "NOPERM",

@@ -129,7 +129,7 @@ pub async fn connect(s: &Settings) -> Result<Sender, String> {
                 .connection_timeout(s.redis_timeout)
                 .response_timeout(s.redis_timeout)
                 .build()
-                .map(Conn::ClusterClient)
+                .map(|c| Conn::ClusterClient(Box::new(c)))
                 .map_err(|e| e.to_string()),
         };
         let r = match r {
@@ -143,7 +143,7 @@ pub async fn connect(s: &Settings) -> Result<Sender, String> {
         };
         match r {
             Ok(x) => return Ok(x),
-            Err(e) if attempt == 1 || attempt % 30 == 0 => {
+            Err(e) if attempt == 1 || attempt.is_multiple_of(30) => {
                 log::warn!(
                     "redis at {} not reachable yet ({e}); retrying every second",
                     s.redis_url
@@ -157,7 +157,7 @@ pub async fn connect(s: &Settings) -> Result<Sender, String> {
 
 enum Conn {
     Single(Sender),
-    ClusterClient(redis::cluster::ClusterClient),
+    ClusterClient(Box<redis::cluster::ClusterClient>),
 }
 
 async fn single(url: &str, s: &Settings) -> Result<Conn, String> {

@@ -332,7 +332,21 @@ impl Service {
                 } else {
                     s.retry_after as u64
                 };
-                (s.allowed, s.count, s.remaining, retry, s.reset_after)
+                if hits == 0 || negative {
+                    // PEEK's reply (a check only, or what REFUND answers after giving
+                    // back): `count` includes the cost sent when allowed. Report the
+                    // count as it stands; a refund is never a refusal.
+                    let sent = hits.max(1);
+                    let now = if s.allowed {
+                        s.count.saturating_sub(sent)
+                    } else {
+                        s.count
+                    };
+                    let remaining = s.limit.saturating_sub(now);
+                    (s.allowed || negative, now, remaining, retry, s.reset_after)
+                } else {
+                    (s.allowed, s.count, s.remaining, retry, s.reset_after)
+                }
             }
         };
         let mut c = Counters::default();
@@ -395,7 +409,7 @@ impl Service {
             let pick = outcomes
                 .iter()
                 .filter(|o| o.has_limit)
-                .min_by_key(|o| (!(o.over && !o.quota), o.status.limit_remaining));
+                .min_by_key(|o| (!o.over || o.quota, o.status.limit_remaining));
             if let Some(o) = pick {
                 let limit = o
                     .status

@@ -906,6 +906,23 @@ descriptors:
     }
 
     #[test]
+    fn the_example_config_loads() {
+        let text = include_str!("../examples/config/edge.yaml");
+        let c = load(text).unwrap();
+        let m = c
+            .lookup("edge", &[e("remote_address", "10.0.0.1")])
+            .unwrap();
+        assert_eq!(m.limit.requests_per_unit, 100);
+        let m = c
+            .lookup(
+                "edge",
+                &[e("remote_address", "10.0.0.1"), e("path", "/login")],
+            )
+            .unwrap();
+        assert_eq!(m.limit.requests_per_unit, 5);
+    }
+
+    #[test]
     fn wildcards_in_the_middle() {
         let parts = |s: &str| s.split('*').map(str::to_string).collect::<Vec<_>>();
         assert!(wildcard_match(&parts("a*c"), "abc"));

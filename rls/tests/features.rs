@@ -706,3 +706,18 @@ async fn near_limit_and_over_limit_counters() {
         "{m}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cache_key_prefix_names_the_redis_key() {
+    let y = "domain: p\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 3}\n";
+    let b = Backend::start(Kind::Module);
+    let rls = Rls::start(&b, &[("p.yaml", y)], &[("CACHE_KEY_PREFIX", "rl:")]).await;
+    rls.call(request("p", vec![desc(&[("k", "v1")])]))
+        .await
+        .unwrap();
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg("*")
+        .query(&mut b.nodes[0].con().unwrap())
+        .unwrap();
+    assert_eq!(keys, vec!["rl:p_k_v1_".to_string()]);
+}

@@ -41,11 +41,11 @@ impl Metrics {
             Err(p) => p.into_inner(),
         };
         let e = m.entry(metric_key.to_string()).or_default();
-        e.total_hits += c.total_hits;
-        e.over_limit += c.over_limit;
-        e.near_limit += c.near_limit;
-        e.within_limit += c.within_limit;
-        e.shadow_mode += c.shadow_mode;
+        e.total_hits = e.total_hits.saturating_add(c.total_hits);
+        e.over_limit = e.over_limit.saturating_add(c.over_limit);
+        e.near_limit = e.near_limit.saturating_add(c.near_limit);
+        e.within_limit = e.within_limit.saturating_add(c.within_limit);
+        e.shadow_mode = e.shadow_mode.saturating_add(c.shadow_mode);
     }
 
     /// The counters of one key (tests).

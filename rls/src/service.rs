@@ -232,12 +232,16 @@ impl Service {
                 } => {
                     let l = &matched.limit;
                     let unit = l.unit.unwrap_or(Unit::Second);
-                    if l.requests_per_unit == 0 {
+                    let rpu = u64::from(l.requests_per_unit);
+                    // requests_per_unit 0, or more hits than the limit: never allowed,
+                    // answered without Redis.
+                    if rpu == 0 || (!*negative && *hits > rpu) {
                         return None;
                     }
-                    let call = Call::new(u64::from(l.requests_per_unit), unit.millis())
-                        .ms()
-                        .cost((*hits).max(1));
+                    // No count exceeds u32::MAX (every counted hit fitted in a u32
+                    // limit): a larger give-back is the same as that.
+                    let cost = (*hits).clamp(1, u64::from(u32::MAX));
+                    let call = Call::new(rpu, unit.millis()).ms().cost(cost);
                     let key = format!("{}{}", self.settings.cache_key_prefix, matched.redis_key);
                     let r = if *hits == 0 {
                         self.limiter.peek(&key, &call).await
@@ -323,7 +327,7 @@ impl Service {
         let quota = self.settings.quota_mode || l.quota_mode;
         // (allowed, count after, remaining, retry ms, reset ms)
         let (allowed, count, remaining, retry, reset) = match d {
-            // requests_per_unit 0: every request is over, without asking Redis.
+            // requests_per_unit 0 or hits over the limit: over, without asking Redis.
             None => (false, 0, 0, unit.millis(), unit.millis()),
             Some(d) => {
                 let s = &d.summary;

@@ -721,3 +721,30 @@ async fn cache_key_prefix_names_the_redis_key() {
         .unwrap();
     assert_eq!(keys, vec!["rl:p_k_v1_".to_string()]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zero_limits_and_hits_over_the_limit_never_pass() {
+    let y = "domain: z\ndescriptors:\n  - key: zero\n    rate_limit: {unit: minute, requests_per_unit: 0}\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 5}\n";
+    let b = Backend::start(Kind::Module);
+    let rls = Rls::start(&b, &[("z.yaml", y)], &[]).await;
+    assert_eq!(
+        rls.call(one("z", "zero", "a")).await.unwrap().overall_code,
+        OVER
+    );
+    let mut req = one("z", "k", "a");
+    req.descriptors[0].hits_addend = Some(UInt64Value { value: u64::MAX });
+    let r = rls.call(req.clone()).await.unwrap();
+    assert_eq!(r.overall_code, OVER);
+    assert_eq!(b.calls(), 0, "answered without Redis");
+    // A huge give-back is clamped, not an error.
+    req.descriptors[0].is_negative_hits = true;
+    let r = rls.call(req).await.unwrap();
+    assert_eq!((r.overall_code, r.statuses[0].limit_remaining), (OK, 5));
+    let mut req = one("z", "k", "a");
+    req.hits_addend = u32::MAX;
+    assert_eq!(rls.call(req).await.unwrap().overall_code, OVER);
+    assert_eq!(
+        rls.call(one("z", "k", "a")).await.unwrap().statuses[0].limit_remaining,
+        4
+    );
+}

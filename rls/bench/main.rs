@@ -206,6 +206,12 @@ async fn fixed_rate(
     let c0 = cpu_ticks(pid);
     let u0 = redis_usec(redis_port);
     let total = (rate * secs) as u64;
+    // Identities in the fixed-rate run (RLS_BENCH_IDS, default 1000: each seen ~3 times).
+    let ids: u64 = std::env::var("RLS_BENCH_IDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1000)
+        .max(1);
     let start = Instant::now();
     let mut handles = Vec::with_capacity(total as usize);
     for i in 0..total {
@@ -290,17 +296,21 @@ async fn main() {
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
     println!("Redis 7 with the module on 127.0.0.1:{redis_port}; {secs} s per run; every request allowed; 2 shared cores.");
-    println!("| service | descriptors | streams | req/s | p50 ms | p99 ms |");
-    println!("|---|---|---|---|---|---|");
+    println!(
+        "| service | descriptors | streams | req/s | p50 ms | p99 ms | Redis server us/request |"
+    );
+    println!("|---|---|---|---|---|---|---|");
     let mut fixed = Vec::new();
     for (name, bin) in &services {
         let svc = start_service(name, bin, redis_port, &dir);
         let c = client(svc.grpc).await;
         for n in [1, 3] {
             for streams in [32, 128] {
+                let u0 = redis_usec(redis_port);
                 let (rps, p50, p99) = saturate(&c, n, streams, secs).await;
+                let rus = (redis_usec(redis_port) - u0) / (rps * secs).max(1.0);
                 println!(
-                    "| {} | {n} | {streams} | {rps:.0} | {p50:.2} | {p99:.2} |",
+                    "| {} | {n} | {streams} | {rps:.0} | {p50:.2} | {p99:.2} | {rus:.2} |",
                     svc.name
                 );
             }

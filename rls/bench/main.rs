@@ -219,7 +219,7 @@ async fn fixed_rate(
         tokio::time::sleep_until(due.into()).await;
         let mut c = c.clone();
         handles.push(tokio::spawn(async move {
-            c.should_rate_limit(request(n, 5_000_000 + i % 1000))
+            c.should_rate_limit(request(n, 5_000_000 + i % ids))
                 .await
                 .is_ok()
         }));

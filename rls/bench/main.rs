@@ -230,6 +230,16 @@ async fn fixed_rate(
             ok += 1;
         }
     }
+    if std::env::var_os("RLS_BENCH_VERBOSE").is_some() {
+        let info: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query(&mut redis_con(redis_port))
+            .unwrap();
+        eprintln!(
+            "{} {n} descriptor(s), commandstats since start:\n{info}",
+            svc.name
+        );
+    }
     let cpu = (cpu_ticks(pid) - c0) / ticks * 1e6 / ok.max(1) as f64;
     let redis = (redis_usec(redis_port) - u0) / ok.max(1) as f64;
     (cpu, redis)

@@ -452,7 +452,12 @@ impl Settings {
                 if u.contains("://") {
                     u.to_string()
                 } else if self.redis_socket_type == "unix" {
-                    format!("unix://{u}")
+                    let q = match self.redis_auth.split_once(':') {
+                        _ if self.redis_auth.is_empty() => String::new(),
+                        Some((u, p)) => format!("?user={}&pass={}", encode(u), encode(p)),
+                        None => format!("?pass={}", encode(&self.redis_auth)),
+                    };
+                    format!("unix://{u}{q}")
                 } else {
                     format!("redis://{auth}{u}/")
                 }
@@ -523,6 +528,9 @@ mod tests {
         .unwrap();
         assert_eq!(s.config_dir(), PathBuf::from("/data/ratelimit/app"));
         assert_eq!(s.redis_urls(), vec!["redis://user:p%40ss@localhost:6379/"]);
+        let u = Settings::from_map(&env(&[("REDIS_URL", "/run/r.sock"), ("REDIS_AUTH", "pw")]))
+            .unwrap();
+        assert_eq!(u.redis_urls(), vec!["unix:///run/r.sock?pass=pw"]);
         assert_eq!(s.redis_timeout, Duration::from_millis(250));
         let c = Settings::from_map(&env(&[
             ("REDIS_TYPE", "cluster"),

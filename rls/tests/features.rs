@@ -748,3 +748,35 @@ async fn zero_limits_and_hits_over_the_limit_never_pass() {
         4
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unix_socket_and_redis_auth() {
+    // Their default REDIS_SOCKET_TYPE is unix; REDIS_AUTH is the password.
+    let sock = temp_dir("sock").join("redis.sock");
+    let b = Backend {
+        kind: Kind::Module,
+        nodes: vec![Redis::start(
+            true,
+            &["--unixsocket", sock.to_str().unwrap()],
+        )],
+    };
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("requirepass")
+        .arg("s3cret:x")
+        .query(&mut b.nodes[0].con().unwrap())
+        .unwrap();
+    let y = "domain: x\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 1}\n";
+    let sock_s = sock.display().to_string();
+    let env = [
+        ("REDIS_SOCKET_TYPE", "unix"),
+        ("REDIS_URL", sock_s.as_str()),
+        ("REDIS_TYPE", "single"),
+        ("REDIS_AUTH", "default:s3cret:x"),
+    ];
+    let rls = Rls::start(&b, &[("x.yaml", y)], &env).await;
+    assert_eq!(codes(&rls, one("x", "k", "a"), 2).await, vec![OK, OVER]);
+    drop(rls);
+    drop(b);
+    let _ = std::fs::remove_dir_all(sock.parent().unwrap());
+}

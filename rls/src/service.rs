@@ -301,21 +301,23 @@ impl Service {
     }
 
     fn outcome(&self, plan: &Plan, d: Option<&Decision>) -> Outcome {
-        let none = |code: Code, remaining: u32| Outcome {
+        // As there: with QUOTA_MODE a descriptor without a limit is a quota descriptor that
+        // passes; an unlimited one is none.
+        let none = |code: Code, remaining: u32, quota: bool| Outcome {
             status: DescriptorStatus {
                 code: code as i32,
                 limit_remaining: remaining,
                 ..Default::default()
             },
             over: false,
-            quota: false,
+            quota,
             retry_ms: None,
             reset_ms: 0,
             has_limit: false,
         };
         let (matched, hits, negative) = match plan {
-            Plan::None => return none(Code::Ok, 0),
-            Plan::Unlimited => return none(Code::Ok, u32::MAX),
+            Plan::None => return none(Code::Ok, 0, self.settings.quota_mode),
+            Plan::Unlimited => return none(Code::Ok, u32::MAX, false),
             Plan::Limited {
                 matched,
                 hits,
@@ -400,7 +402,7 @@ impl Service {
 
     fn combine(&self, outcomes: Vec<Outcome>) -> RateLimitResponse {
         let failed_rate = outcomes.iter().filter(|o| o.over && !o.quota).count();
-        let total_quota = outcomes.iter().filter(|o| o.quota && o.has_limit).count();
+        let total_quota = outcomes.iter().filter(|o| o.quota).count();
         let failed_quota = outcomes.iter().filter(|o| o.over && o.quota).count();
         let mut code = if failed_rate > 0 || (total_quota > 0 && total_quota == failed_quota) {
             Code::OverLimit

@@ -292,6 +292,27 @@ async fn quota_mode_fails_only_when_every_quota_fails() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn global_quota_mode_setting() {
+    let y = "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 1}\n";
+    let b = Backend::start(Kind::Module);
+    let rls = Rls::start(&b, &[("d.yaml", y)], &[("QUOTA_MODE", "true")]).await;
+    rls.call(one("d", "k", "a")).await.unwrap();
+    assert_eq!(
+        rls.call(one("d", "k", "a")).await.unwrap().overall_code,
+        OVER
+    );
+    // With a descriptor that matches nothing (a quota descriptor that passes): OK.
+    let r = rls
+        .call(request(
+            "d",
+            vec![desc(&[("k", "a")]), desc(&[("none", "x")])],
+        ))
+        .await
+        .unwrap();
+    assert_eq!((r.overall_code, r.statuses[0].code), (OK, OVER));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn detailed_metric_and_value_to_metric_name_the_counters() {
     let y = r#"
 domain: m

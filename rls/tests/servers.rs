@@ -152,6 +152,7 @@ async fn an_outage_is_answered_fast_then_recovered(kind: Kind) {
         assert_eq!(e.code(), tonic::Code::Unavailable);
     }
     let next = t.elapsed() / 5;
+    eprintln!("{kind:?}: outage: first answer after {first:?}, then {next:?} per call");
     assert!(
         next < Duration::from_millis(100),
         "{kind:?}: then {next:?} per call"

@@ -155,9 +155,11 @@ clean: ## Remove build output (cargo clean)
 # through `cargo test --workspace`, `make lint` checks it).
 .PHONY: run-rls test-rls
 RLS_GRPC_PORT ?= 8081
+# PORT is Redis's here (make run) and the service's HTTP port in its environment: set both.
+RLS_HTTP_PORT ?= 8080
 run-rls: ## The Envoy rate limit service (rls/) on :8081 (gRPC), :8080 (/json), :9090 (/metrics) against `make run`'s Redis, serving rls/examples/config
 	REDIS_SOCKET_TYPE=tcp REDIS_URL=127.0.0.1:$(PORT) RUNTIME_ROOT=rls/examples RUNTIME_SUBDIRECTORY=. \
-		GRPC_PORT=$(RLS_GRPC_PORT) LOG_LEVEL=info USE_PROMETHEUS=true cargo run -p slidingwindow-ratelimit
+		GRPC_PORT=$(RLS_GRPC_PORT) PORT=$(RLS_HTTP_PORT) LOG_LEVEL=info USE_PROMETHEUS=true cargo run -p slidingwindow-ratelimit
 
 test-rls: build ## Only rls' tests: unit, features (module server), servers (module, library-only, 3-master cluster)
 	cargo test -p slidingwindow-ratelimit --tests --target-dir $(TEST_TARGET) -- --test-threads=2

@@ -1,0 +1,344 @@
+//! `make bench-rls`: this service side by side with envoyproxy/ratelimit (when its binary is
+//! given) on the same Redis 7 with the module, loaded by our own tonic client.
+//!
+//! For 1 and 3 descriptors per request: requests/s and p50/p99 at 32 and 128 concurrent
+//! gRPC streams (one HTTP/2 connection), the service's CPU per request at a fixed rate
+//! (/proc/<pid>/stat), Redis server time per request (INFO commandstats), and bytes in Redis
+//! per identity (used_memory over 2,000 identities). Every request is allowed.
+//!
+//! The peer: `RLS_PEER=/path/to/ratelimit` (envoyproxy/ratelimit built from its source:
+//! `git clone https://github.com/envoyproxy/ratelimit && cd ratelimit &&
+//! go build -o /tmp/ratelimit ./src/service_cmd`; nothing of it is in this repository).
+//! Without it the table says "peer not given".
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
+use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_client::RateLimitServiceClient;
+use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
+
+const CONFIG: &str = "domain: bench\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: 1000000000}\n  - key: b\n    rate_limit: {unit: minute, requests_per_unit: 1000000000}\n  - key: c\n    rate_limit: {unit: hour, requests_per_unit: 1000000000}\n";
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+struct Proc(Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn redis_con(port: u16) -> redis::Connection {
+    redis::Client::open(format!("redis://127.0.0.1:{port}/"))
+        .unwrap()
+        .get_connection()
+        .unwrap()
+}
+
+fn info_field(port: u16, section: &str, field: &str) -> f64 {
+    let info: String = redis::cmd("INFO")
+        .arg(section)
+        .query(&mut redis_con(port))
+        .unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// Total usec of every command Redis ran.
+fn redis_usec(port: u16) -> f64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut redis_con(port))
+        .unwrap();
+    info.lines()
+        .filter_map(|l| l.split("usec=").nth(1))
+        .filter_map(|r| r.split(',').next())
+        .filter_map(|n| n.parse::<f64>().ok())
+        .sum()
+}
+
+fn cpu_ticks(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let rest = stat.rsplit(')').next().unwrap_or("");
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let t = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    t(11) + t(12) // utime, stime (fields 14, 15)
+}
+
+fn request(n: usize, id: u64) -> RateLimitRequest {
+    let keys = ["a", "b", "c"];
+    RateLimitRequest {
+        domain: "bench".into(),
+        descriptors: keys[..n]
+            .iter()
+            .map(|k| RateLimitDescriptor {
+                entries: vec![Entry {
+                    key: k.to_string(),
+                    value: format!("id{id}"),
+                }],
+                ..Default::default()
+            })
+            .collect(),
+        hits_addend: 0,
+    }
+}
+
+struct Service {
+    name: &'static str,
+    proc: Proc,
+    grpc: u16,
+}
+
+fn start_service(name: &'static str, bin: &Path, redis_port: u16, root: &Path) -> Service {
+    let (grpc, http, debug) = (free_port(), free_port(), free_port());
+    let child = Command::new(bin)
+        .env_clear()
+        .env("REDIS_SOCKET_TYPE", "tcp")
+        .env("REDIS_URL", format!("127.0.0.1:{redis_port}"))
+        .env("RUNTIME_ROOT", root)
+        .env("RUNTIME_SUBDIRECTORY", "rl")
+        .env("RUNTIME_WATCH_ROOT", "false")
+        .env("USE_STATSD", "false")
+        .env("LOG_LEVEL", "error")
+        .env("GRPC_HOST", "127.0.0.1")
+        .env("HOST", "127.0.0.1")
+        .env("DEBUG_HOST", "127.0.0.1")
+        .env("GRPC_PORT", grpc.to_string())
+        .env("PORT", http.to_string())
+        .env("DEBUG_PORT", debug.to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{name}: {}: {e}", bin.display()));
+    Service {
+        name,
+        proc: Proc(child),
+        grpc,
+    }
+}
+
+async fn client(port: u16) -> RateLimitServiceClient<tonic::transport::Channel> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Ok(c) = RateLimitServiceClient::connect(format!("http://127.0.0.1:{port}")).await {
+            let mut probe = c.clone();
+            if probe.should_rate_limit(request(1, 0)).await.is_ok() {
+                return c;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "service on {port} did not answer"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// (req/s, p50 ms, p99 ms) with `streams` concurrent callers for `secs`.
+async fn saturate(
+    c: &RateLimitServiceClient<tonic::transport::Channel>,
+    n: usize,
+    streams: usize,
+    secs: f64,
+) -> (f64, f64, f64) {
+    let end = Instant::now() + Duration::from_secs_f64(secs);
+    let tasks: Vec<_> = (0..streams)
+        .map(|s| {
+            let mut c = c.clone();
+            tokio::spawn(async move {
+                let mut lat = Vec::new();
+                let mut i = 0u64;
+                while Instant::now() < end {
+                    let t = Instant::now();
+                    let r = c
+                        .should_rate_limit(request(n, (s as u64) * 1_000_000 + i % 1000))
+                        .await;
+                    if let Ok(r) = r {
+                        if r.get_ref().overall_code == 1 {
+                            lat.push(t.elapsed().as_secs_f64() * 1000.0);
+                        }
+                    }
+                    i += 1;
+                }
+                lat
+            })
+        })
+        .collect();
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await.unwrap());
+    }
+    all.sort_by(|a, b| a.total_cmp(b));
+    let q = |p: f64| {
+        all.get(((all.len() as f64 * p) as usize).min(all.len().saturating_sub(1)))
+            .copied()
+            .unwrap_or(0.0)
+    };
+    (all.len() as f64 / secs, q(0.5), q(0.99))
+}
+
+/// CPU us per request at a fixed `rate` for `secs`, and Redis server us per request.
+async fn fixed_rate(
+    svc: &Service,
+    c: &RateLimitServiceClient<tonic::transport::Channel>,
+    n: usize,
+    rate: f64,
+    secs: f64,
+    redis_port: u16,
+) -> (f64, f64) {
+    let pid = svc.proc.0.id();
+    let ticks = 100.0; // USER_HZ
+    let c0 = cpu_ticks(pid);
+    let u0 = redis_usec(redis_port);
+    let total = (rate * secs) as u64;
+    // Identities in the fixed-rate run (RLS_BENCH_IDS, default 1000: each seen ~3 times).
+    let ids: u64 = std::env::var("RLS_BENCH_IDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1000)
+        .max(1);
+    let start = Instant::now();
+    let mut handles = Vec::with_capacity(total as usize);
+    for i in 0..total {
+        let due = start + Duration::from_secs_f64(i as f64 / rate);
+        tokio::time::sleep_until(due.into()).await;
+        let mut c = c.clone();
+        handles.push(tokio::spawn(async move {
+            c.should_rate_limit(request(n, 5_000_000 + i % ids))
+                .await
+                .is_ok()
+        }));
+    }
+    let mut ok = 0u64;
+    for h in handles {
+        if h.await.unwrap_or(false) {
+            ok += 1;
+        }
+    }
+    if std::env::var_os("RLS_BENCH_VERBOSE").is_some() {
+        let info: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query(&mut redis_con(redis_port))
+            .unwrap();
+        eprintln!(
+            "{} {n} descriptor(s), commandstats since start:\n{info}",
+            svc.name
+        );
+    }
+    let cpu = (cpu_ticks(pid) - c0) / ticks * 1e6 / ok.max(1) as f64;
+    let redis = (redis_usec(redis_port) - u0) / ok.max(1) as f64;
+    (cpu, redis)
+}
+
+/// Bytes in Redis per identity: used_memory over `ids` new identities, one request each.
+async fn bytes_per_identity(
+    c: &RateLimitServiceClient<tonic::transport::Channel>,
+    redis_port: u16,
+    ids: u64,
+) -> f64 {
+    let _: () = redis::cmd("FLUSHALL")
+        .arg("SYNC")
+        .query(&mut redis_con(redis_port))
+        .unwrap();
+    let m0 = info_field(redis_port, "memory", "used_memory");
+    let mut c = c.clone();
+    for i in 0..ids {
+        let _ = c.should_rate_limit(request(1, 9_000_000 + i)).await;
+    }
+    (info_field(redis_port, "memory", "used_memory") - m0) / ids as f64
+}
+
+#[tokio::main]
+async fn main() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let ours = std::env::var_os("RLS_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo.join("target/bench-client/slidingwindow-ratelimit"));
+    let peer = std::env::var_os("RLS_PEER")
+        .map(PathBuf::from)
+        .filter(|p| p.exists());
+    let secs: f64 = std::env::var("RLS_BENCH_SECONDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(3.0);
+    let so = repo.join("target/release/libredis_slidingwindow.so");
+    let dir = std::env::temp_dir().join(format!("rls-bench-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("rl/config")).unwrap();
+    std::fs::write(dir.join("rl/config/bench.yaml"), CONFIG).unwrap();
+    let redis_port = free_port();
+    let _redis = Proc(
+        Command::new("redis-server")
+            .args([
+                "--port",
+                &redis_port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--loadmodule",
+            ])
+            .arg(&so)
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("redis-server"),
+    );
+    let mut services = vec![("slidingwindow-ratelimit", ours)];
+    match &peer {
+        Some(p) => services.push(("envoyproxy/ratelimit", p.clone())),
+        None => println!("envoyproxy/ratelimit: peer not given (set RLS_PEER to its binary; see rls/bench/main.rs)"),
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    println!("Redis 7 with the module on 127.0.0.1:{redis_port}; {secs} s per run; every request allowed; 2 shared cores.");
+    println!(
+        "| service | descriptors | streams | req/s | p50 ms | p99 ms | Redis server us/request |"
+    );
+    println!("|---|---|---|---|---|---|---|");
+    let mut fixed = Vec::new();
+    for (name, bin) in &services {
+        let svc = start_service(name, bin, redis_port, &dir);
+        let c = client(svc.grpc).await;
+        for n in [1, 3] {
+            for streams in [32, 128] {
+                let u0 = redis_usec(redis_port);
+                let (rps, p50, p99) = saturate(&c, n, streams, secs).await;
+                let rus = (redis_usec(redis_port) - u0) / (rps * secs).max(1.0);
+                println!(
+                    "| {} | {n} | {streams} | {rps:.0} | {p50:.2} | {p99:.2} | {rus:.2} |",
+                    svc.name
+                );
+            }
+            let (cpu, rus) = fixed_rate(&svc, &c, n, 1000.0, secs, redis_port).await;
+            fixed.push((svc.name, n, cpu, rus));
+        }
+        let b = bytes_per_identity(&c, redis_port, 2000).await;
+        fixed.push((svc.name, 0, b, 0.0));
+    }
+    println!();
+    println!("| service | descriptors | service CPU us/request at 1000 req/s | Redis server us/request |");
+    println!("|---|---|---|---|");
+    for (name, n, cpu, rus) in fixed.iter().filter(|f| f.1 > 0) {
+        println!("| {name} | {n} | {cpu:.1} | {rus:.2} |");
+    }
+    println!();
+    for (name, _, b, _) in fixed.iter().filter(|f| f.1 == 0) {
+        println!("{name}: {b:.0} bytes in Redis per identity (one descriptor, used_memory over 2000 identities)");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -171,7 +171,7 @@ async fn every_unit_is_a_sliding_window_in_ms() {
         // The key's sliding window: the module holds it for two windows, in ms.
         let ttl: i64 = redis::cmd("PTTL")
             .arg(format!("u_{u}_x_"))
-            .query(&mut b.nodes[0].con().unwrap())
+            .query(&mut b.nodes[0].con())
             .unwrap();
         assert!(ttl > ms as i64 && ttl <= 2 * ms as i64, "{u}: pttl {ttl}");
     }
@@ -738,7 +738,7 @@ async fn cache_key_prefix_names_the_redis_key() {
         .unwrap();
     let keys: Vec<String> = redis::cmd("KEYS")
         .arg("*")
-        .query(&mut b.nodes[0].con().unwrap())
+        .query(&mut b.nodes[0].con())
         .unwrap();
     assert_eq!(keys, vec!["rl:p_k_v1_".to_string()]);
 }
@@ -776,16 +776,13 @@ async fn unix_socket_and_redis_auth() {
     let sock = temp_dir("sock").join("redis.sock");
     let b = Backend {
         kind: Kind::Module,
-        nodes: vec![Redis::start(
-            true,
-            &["--unixsocket", sock.to_str().unwrap()],
-        )],
+        nodes: vec![redis(true, &["--unixsocket", sock.to_str().unwrap()])],
     };
     let _: () = redis::cmd("CONFIG")
         .arg("SET")
         .arg("requirepass")
         .arg("s3cret:x")
-        .query(&mut b.nodes[0].con().unwrap())
+        .query(&mut b.nodes[0].con())
         .unwrap();
     let y = "domain: x\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 1}\n";
     let sock_s = sock.display().to_string();

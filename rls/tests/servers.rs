@@ -127,7 +127,7 @@ async fn an_outage_is_answered_fast_then_recovered(kind: Kind) {
     let cluster = kind == Kind::Cluster;
     for n in &mut b.nodes {
         if cluster {
-            n.signal("STOP");
+            n.freeze();
         } else {
             n.kill();
         }
@@ -164,12 +164,10 @@ async fn an_outage_is_answered_fast_then_recovered(kind: Kind) {
         .json(r#"{"domain":"edge","descriptors":[{"entries":[{"key":"tenant","value":"o1"}]}]}"#)
         .await;
     assert_eq!(st, 503);
-    for n in &mut b.nodes {
-        if cluster {
-            n.signal("CONT");
-        } else {
-            n.start_again();
-        }
+    if cluster {
+        b.nodes.iter().for_each(|n| n.thaw());
+    } else {
+        b.start_again();
     }
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {

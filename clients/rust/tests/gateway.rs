@@ -104,7 +104,7 @@ async fn example_gateway_over_http() {
     let mut redis = Server::start(Kind::Module);
     let sends = Arc::new(AtomicU64::new(0));
     let client = Counting {
-        inner: redis.manager().await,
+        inner: support::manager(&redis).await,
         sends: sends.clone(),
     };
     let limiter = Limiter::builder(client)

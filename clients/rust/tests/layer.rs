@@ -44,7 +44,7 @@ fn hdr(h: &axum::http::HeaderMap, name: &str) -> Option<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn layer_on_axum() {
     let s = Server::start(Kind::Module);
-    let limiter = s.limiter(slidingwindow_client::Backend::Auto).await;
+    let limiter = support::limiter(&s, slidingwindow_client::Backend::Auto).await;
 
     // Headers on every response, then 429 with Retry-After and a JSON body.
     let app = Router::new()
@@ -252,7 +252,7 @@ async fn layer_on_axum() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deny_cache_on_in_the_layer_off_in_the_limiter() {
     let s = Server::start(Kind::Module);
-    let limiter = s.limiter(slidingwindow_client::Backend::Auto).await;
+    let limiter = support::limiter(&s, slidingwindow_client::Backend::Auto).await;
     let app = Router::new()
         .route("/", get(|| async { "ok" }))
         .layer(RateLimitLayer::new(
@@ -290,7 +290,7 @@ async fn deny_cache_on_in_the_layer_off_in_the_limiter() {
     assert_eq!(s.calls("slidingwindow.check"), before + 5);
     assert!(limiter.deny_cache().is_none());
     // An explicit `now` refusal is exact in units: cached until now0 + retry_after.
-    let cached = Limiter::builder(s.manager().await)
+    let cached = Limiter::builder(support::manager(&s).await)
         .deny_cache(Some(Default::default()))
         .build();
     let c = Call::new(1, 60).now(1_780_000_000);
@@ -314,7 +314,7 @@ async fn deny_cache_on_in_the_layer_off_in_the_limiter() {
 
     // Single flight: once a refusal's entry has ended, a flood on that identity reaches
     // Redis one call at a time; the others wait and are answered from the new answer.
-    let flood = Limiter::builder(s.manager().await)
+    let flood = Limiter::builder(support::manager(&s).await)
         .deny_cache(Some(Default::default()))
         .build();
     let c = Call::new(1, 1000).ms();

@@ -179,7 +179,7 @@ async fn fifty_tasks<S: SendCommand>(l: &Limiter<S>, id: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn module_server() {
     let s = Server::start(Kind::Module);
-    let l = s.limiter(Backend::Auto).await;
+    let l = support::limiter(&s, Backend::Auto).await;
     every_call(&l, "auto").await;
     assert_eq!(l.stats().mode, Some(Mode::Module));
     assert_eq!(
@@ -189,7 +189,7 @@ async fn module_server() {
     );
     fifty_tasks(&l, "fifty").await;
     // The library on the same server, forced: same answers, loaded once.
-    let lib = s.limiter(Backend::Library).await;
+    let lib = support::limiter(&s, Backend::Library).await;
     every_call(&lib, "forced").await;
     assert_eq!(
         (lib.stats().mode, lib.stats().loads),
@@ -207,7 +207,7 @@ async fn module_server() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn library_only_server() {
     let s = Server::start(Kind::LibraryOnly);
-    let l = s.limiter(Backend::Auto).await;
+    let l = support::limiter(&s, Backend::Auto).await;
     fifty_tasks(&l, "fifty").await;
     let st = l.stats();
     assert_eq!(
@@ -217,7 +217,7 @@ async fn library_only_server() {
     );
     every_call(&l, "auto").await;
     // The module only: an error naming the command, not an outage.
-    let m = s.limiter(Backend::Module).await;
+    let m = support::limiter(&s, Backend::Module).await;
     let e = m.check("x", &Call::new(1, 60)).await.unwrap_err();
     assert!(
         e.to_string().to_lowercase().contains("unknown command"),
@@ -229,7 +229,7 @@ async fn library_only_server() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis62_eval() {
     let s = Server::start(Kind::Redis62);
-    let l = s.limiter(Backend::Auto).await;
+    let l = support::limiter(&s, Backend::Auto).await;
     every_call(&l, "auto").await;
     assert_eq!(l.stats().mode, Some(Mode::Eval));
     fifty_tasks(&l, "fifty").await;
@@ -240,7 +240,7 @@ async fn redis62_eval() {
 async fn cluster_identities_on_every_master() {
     let c = Cluster::start(3);
     for backend in [Backend::Auto, Backend::Library] {
-        let l = Limiter::builder(c.connection().await)
+        let l = Limiter::builder(support::cluster_connection(&c).await)
             .backend(backend)
             .prefix(format!("{backend:?}:"))
             .build();

@@ -73,8 +73,8 @@ fn limiter_for(
 fn server_stopped_then_frozen() {
     runtime("stopped-worker").block_on(async {
         let mut s = Server::start(Kind::Module);
-        let l = limiter_for(s.manager().await, true);
-        let closed = limiter_for(s.manager().await, false);
+        let l = limiter_for(support::manager(&s).await, true);
+        let closed = limiter_for(support::manager(&s).await, false);
         let call = Call::new(1000, 60);
         assert!(!l.check("a", &call).await.unwrap().degraded());
         assert!(!closed.check("a", &call).await.unwrap().degraded());
@@ -173,7 +173,7 @@ fn futures_poll(l: &Limiter<redis::aio::ConnectionManager>) -> Option<()> {
 fn function_flush_and_restart_without_the_library() {
     runtime("flush-worker").block_on(async {
         let mut s = Server::start(Kind::LibraryOnly);
-        let l = limiter_for(s.manager().await, true);
+        let l = limiter_for(support::manager(&s).await, true);
         let call = Call::new(1000, 60);
         assert!(!l.check("a", &call).await.unwrap().degraded());
         assert_eq!((l.stats().mode, l.stats().loads), (Some(Mode::Function), 1));
@@ -215,7 +215,7 @@ fn function_flush_and_restart_without_the_library() {
 fn module_gone_after_restart_moves_to_the_library() {
     runtime("gone-worker").block_on(async {
         let mut s = Server::start(Kind::Module);
-        let l = limiter_for(s.manager().await, true);
+        let l = limiter_for(support::manager(&s).await, true);
         let call = Call::new(1000, 60);
         assert!(!l.check("a", &call).await.unwrap().degraded());
         assert_eq!(l.stats().mode, Some(Mode::Module));
@@ -243,7 +243,7 @@ fn module_gone_after_restart_moves_to_the_library() {
 fn script_flush_on_redis62() {
     runtime("script-worker").block_on(async {
         let s = Server::start(Kind::Redis62);
-        let l = limiter_for(s.manager().await, true);
+        let l = limiter_for(support::manager(&s).await, true);
         let call = Call::new(1000, 60);
         assert!(!l.check("a", &call).await.unwrap().degraded());
         assert_eq!(l.stats().mode, Some(Mode::Eval));

@@ -6,8 +6,7 @@
 #![allow(dead_code)]
 
 use std::collections::HashMap;
-use std::net::TcpListener;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
@@ -28,29 +27,8 @@ pub enum Kind {
     Cluster,
 }
 
-pub fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-fn on_path(name: &str) -> Option<PathBuf> {
-    std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|d| d.join(name))
-            .find(|p| p.exists())
-    })
-}
-
-/// A loopback port free a moment ago, with port + 10000 free too (the cluster bus).
-pub fn free_port() -> u16 {
-    for _ in 0..1000 {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = l.local_addr().unwrap().port();
-        if port <= 55535 && TcpListener::bind(("127.0.0.1", port + 10000)).is_ok() {
-            return port;
-        }
-    }
-    panic!("no free port pair");
-}
+pub use slidingwindow_testservers::{free_port, Server as Redis};
+use slidingwindow_testservers::{Cluster, Kind as ServerKind};
 
 static SEQ: AtomicU32 = AtomicU32::new(0);
 
@@ -65,139 +43,14 @@ pub fn temp_dir(what: &str) -> PathBuf {
     d
 }
 
-pub struct Redis {
-    pub port: u16,
-    pub dir: PathBuf,
-    module: bool,
-    extra: Vec<String>,
-    child: Option<Child>,
-}
-
-impl Redis {
-    pub fn start(module: bool, extra: &[&str]) -> Redis {
-        let mut r = Redis {
-            port: 0,
-            dir: temp_dir("redis"),
-            module,
-            extra: extra.iter().map(|s| s.to_string()).collect(),
-            child: None,
-        };
-        for _ in 0..5 {
-            r.port = free_port();
-            r.spawn();
-            if r.wait_ready() {
-                return r;
-            }
-            r.kill();
-        }
-        panic!("redis-server did not start");
-    }
-
-    fn spawn(&mut self) {
-        let bin = std::env::var_os("REDIS_SERVER")
-            .map(PathBuf::from)
-            .or_else(|| on_path("redis-server"))
-            .expect("redis-server on the PATH (make deps-system)");
-        let mut cmd = Command::new(bin);
-        cmd.arg("--port")
-            .arg(self.port.to_string())
-            .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
-            .arg("--dir")
-            .arg(&self.dir)
-            .arg("--logfile")
-            .arg(self.dir.join("server.log"));
-        if self.module {
-            let so = repo().join("target/release/libredis_slidingwindow.so");
-            assert!(so.exists(), "{} is missing: run `make build`", so.display());
-            cmd.arg("--loadmodule").arg(so);
-        } else {
-            cmd.args(["--enable-module-command", "no"]);
-        }
-        cmd.args(&self.extra)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        self.child = Some(cmd.spawn().expect("spawn redis-server"));
-    }
-
-    fn wait_ready(&mut self) -> bool {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while Instant::now() < deadline {
-            if let Some(c) = self.child.as_mut() {
-                if c.try_wait().ok().flatten().is_some() {
-                    return false;
-                }
-            }
-            if let Ok(mut c) = self.con() {
-                if redis::cmd("PING").query::<String>(&mut c).is_ok() {
-                    return true;
-                }
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        false
-    }
-
-    pub fn con(&self) -> redis::RedisResult<redis::Connection> {
-        redis::Client::open(format!("redis://127.0.0.1:{}/", self.port))?
-            .get_connection_with_timeout(Duration::from_secs(2))
-    }
-
-    pub fn kill(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = Command::new("kill")
-                .arg("-CONT")
-                .arg(c.id().to_string())
-                .status();
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-
-    /// Starts again on the same port, with nothing in it (no library either).
-    pub fn start_again(&mut self) {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while TcpListener::bind(("127.0.0.1", self.port)).is_err() {
-            assert!(Instant::now() < deadline, "port {} stays taken", self.port);
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        self.spawn();
-        assert!(self.wait_ready(), "restart failed");
-    }
-
-    pub fn signal(&self, sig: &str) {
-        if let Some(c) = &self.child {
-            let ok = Command::new("kill")
-                .arg(format!("-{sig}"))
-                .arg(c.id().to_string())
-                .status()
-                .unwrap();
-            assert!(ok.success());
-        }
-    }
-
-    /// INFO commandstats' calls of `command` (lower case).
-    pub fn calls(&self, command: &str) -> u64 {
-        let info: String = redis::cmd("INFO")
-            .arg("commandstats")
-            .query(&mut self.con().unwrap())
-            .unwrap();
-        let prefix = format!("cmdstat_{command}:calls=");
-        info.lines()
-            .find_map(|l| l.strip_prefix(&prefix))
-            .and_then(|r| r.split(',').next())
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(0)
-    }
-}
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        self.kill();
-        if !std::thread::panicking() {
-            let _ = std::fs::remove_dir_all(&self.dir);
-        }
-    }
+/// Redis 7.0 with the module, or without it as a managed service.
+pub fn redis(module: bool, extra: &[&str]) -> Redis {
+    let kind = if module {
+        ServerKind::Module
+    } else {
+        ServerKind::LibraryOnly
+    };
+    Redis::start_with(kind, extra)
 }
 
 /// One server (module or library-only) or a 3-master cluster with the module.
@@ -208,66 +61,19 @@ pub struct Backend {
 
 impl Backend {
     pub fn start(kind: Kind) -> Backend {
-        match kind {
-            Kind::Module => Backend {
-                kind,
-                nodes: vec![Redis::start(true, &[])],
-            },
-            Kind::LibraryOnly => Backend {
-                kind,
-                nodes: vec![Redis::start(false, &[])],
-            },
-            Kind::Cluster => {
-                let nodes: Vec<Redis> = (0..3)
-                    .map(|_| {
-                        Redis::start(
-                            true,
-                            &[
-                                "--cluster-enabled",
-                                "yes",
-                                "--cluster-config-file",
-                                "nodes.conf",
-                                "--cluster-node-timeout",
-                                "3000",
-                            ],
-                        )
-                    })
-                    .collect();
-                let cli = on_path("redis-cli").expect("redis-cli");
-                let mut cmd = Command::new(cli);
-                cmd.args(["--cluster", "create"]);
-                for n in &nodes {
-                    cmd.arg(format!("127.0.0.1:{}", n.port));
-                }
-                cmd.args(["--cluster-replicas", "0", "--cluster-yes"]);
-                let out = cmd.output().expect("redis-cli --cluster create");
-                let text = String::from_utf8_lossy(&out.stdout).to_string()
-                    + &String::from_utf8_lossy(&out.stderr);
-                assert!(
-                    text.contains("All 16384 slots covered"),
-                    "cluster create: {text}"
-                );
-                let deadline = Instant::now() + Duration::from_secs(60);
-                'wait: loop {
-                    assert!(Instant::now() < deadline, "cluster did not converge");
-                    for n in &nodes {
-                        let info: String = n
-                            .con()
-                            .and_then(|mut c| redis::cmd("CLUSTER").arg("INFO").query(&mut c))
-                            .unwrap_or_default();
-                        let slots: Vec<redis::Value> = n
-                            .con()
-                            .and_then(|mut c| redis::cmd("CLUSTER").arg("SLOTS").query(&mut c))
-                            .unwrap_or_default();
-                        if !info.contains("cluster_state:ok") || slots.len() != 3 {
-                            std::thread::sleep(Duration::from_millis(100));
-                            continue 'wait;
-                        }
-                    }
-                    break;
-                }
-                Backend { kind, nodes }
-            }
+        let nodes = match kind {
+            Kind::Module => vec![redis(true, &[])],
+            Kind::LibraryOnly => vec![redis(false, &[])],
+            Kind::Cluster => Cluster::start(3).nodes,
+        };
+        Backend { kind, nodes }
+    }
+
+    /// Starts every node again after a kill, as it was (nothing in it: no library either).
+    pub fn start_again(&mut self) {
+        let module = self.kind != Kind::LibraryOnly;
+        for n in &mut self.nodes {
+            n.start_again(module);
         }
     }
 

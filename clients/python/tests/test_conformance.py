@@ -36,7 +36,7 @@ from slidingwindow import (
     rate_limit_headers,
 )
 from slidingwindow import deny_cache as deny_cache_module
-from slidingwindow._core import CHECK, PEEK, REFUND
+from slidingwindow.commands import CHECK, PEEK, REFUND
 from slidingwindow.deny_cache import DenyCache, spec_of
 from slidingwindow.http_identity import ScopeIdentity, by_ip, header_api_key
 from slidingwindow_testing.paths import REPO

@@ -12,14 +12,11 @@ from typing import Any, Callable, Generic, Optional, Sequence, TypeVar, Union
 
 from .deny_cache import DenyCacheArg, make as make_deny_cache
 from .backend import Backend
+from .commands import CHECK, COUNTS, PEEK, REFUND
 from .failure import Circuit, ErrorHook, Gate
 from .rates import MS_WITH_RATE_STRING, Rate, parse_limits
 from .result import MultiLimitResult, RateLimitResult, WindowCounts
 
-CHECK = "SLIDINGWINDOW.CHECK"
-PEEK = "SLIDINGWINDOW.PEEK"
-REFUND = "SLIDINGWINDOW.REFUND"
-COUNTS = "SLIDINGWINDOW.COUNTS"
 
 Arg = Union[str, int]
 # Several limits: a rate string ("10/second;1000/hour", sent in ms), or Rates, or

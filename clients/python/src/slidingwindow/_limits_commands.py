@@ -10,6 +10,8 @@ from typing import Any, Optional, Union
 
 from limits.errors import ConfigurationError
 
+from .commands import CHECK, COUNTS, PEEK
+
 SCHEME_TAG = "slidingwindow"
 # One key per limit and identity, apart from the keys limits' fixed and moving windows
 # write for the same item (a CHECK on those would be WRONGTYPE).
@@ -47,12 +49,12 @@ def acquire_command(key: str, limit: int, expiry: float, amount: int) -> Optiona
     if amount == 0:
         # limits allows a cost of 0 while the estimate is <= limit and counts nothing.
         # The module's COST is 1 or more, so ask PEEK whether 1 more fits under limit + 1.
-        return ["SLIDINGWINDOW.PEEK", key, limit + 1, window_ms(expiry), "MS"]
-    return ["SLIDINGWINDOW.CHECK", key, limit, window_ms(expiry), "COST", amount, "MS"]
+        return [PEEK, key, limit + 1, window_ms(expiry), "MS"]
+    return [CHECK, key, limit, window_ms(expiry), "COST", amount, "MS"]
 
 
 def counts_command(key: str, expiry: float) -> list[Arg]:
-    return ["SLIDINGWINDOW.COUNTS", key, window_ms(expiry), "MS"]
+    return [COUNTS, key, window_ms(expiry), "MS"]
 
 
 def allowed(reply: Any) -> bool:

@@ -10,7 +10,8 @@ import asyncio
 import time
 from typing import Any, Optional, Protocol, Sequence
 
-from ._core import CHECK, PEEK, REFUND, Command, LimiterBase, Limits, T, pause_before_retry
+from ._core import Command, LimiterBase, Limits, T, pause_before_retry
+from .commands import CHECK, PEEK, REFUND
 from . import deny_cache
 from .backend import run_async
 from .probe import probe_async

@@ -49,21 +49,10 @@ import redis.cluster
 from redis.exceptions import NoPermissionError, NoScriptError, RedisError, ResponseError
 
 from . import library, permissions
+from .commands import CHECK, FUNCTIONS
 
 LOGGER = logging.getLogger("slidingwindow")
 
-CHECK = "SLIDINGWINDOW.CHECK"
-PEEK = "SLIDINGWINDOW.PEEK"
-REFUND = "SLIDINGWINDOW.REFUND"
-COUNTS = "SLIDINGWINDOW.COUNTS"
-
-# The module's command -> (the library's function, read-only).
-FUNCTIONS = {
-    CHECK: ("slidingwindow_check", False),
-    PEEK: ("slidingwindow_peek", True),
-    REFUND: ("slidingwindow_refund", False),
-    COUNTS: ("slidingwindow_counts", True),
-}
 BACKENDS = ("auto", "module", "library")
 OLD_NAMES = {"lua": "library"}  # deprecated spellings of BACKENDS
 

@@ -59,6 +59,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, replace
 from typing import Any, Awaitable, Callable, Iterator, Optional, Sequence, TypeVar, Union
 
+from .commands import CHECK, REFUND
 from .result import MultiLimitResult, RateLimitResult
 
 T = TypeVar("T")
@@ -108,7 +109,7 @@ def spec_of(args: Sequence[Any]) -> Optional[Spec]:
     """The Spec of CHECK and REFUND argument vectors (as `_core.command_args` builds
     them); None for anything else (PEEK bypasses the cache)."""
     name = args[0]
-    if name != "SLIDINGWINDOW.CHECK" and name != "SLIDINGWINDOW.REFUND":
+    if name != CHECK and name != REFUND:
         return None
     limits = [(int(args[2]), int(args[3]))]
     now: Optional[int] = None
@@ -130,7 +131,7 @@ def spec_of(args: Sequence[Any]) -> Optional[Spec]:
             details = details or word == "DETAILS"
             i += 1
     return Spec(str(args[1]), tuple(limits), ms, now, cost, details,
-                name == "SLIDINGWINDOW.REFUND")
+                name == REFUND)
 
 
 def _as_stored(answer: Any) -> Optional[MultiLimitResult]:

@@ -6,7 +6,8 @@ import threading
 import time
 from typing import Any, Optional, Protocol, Sequence
 
-from ._core import CHECK, PEEK, REFUND, Command, LimiterBase, Limits, T, pause_before_retry
+from ._core import Command, LimiterBase, Limits, T, pause_before_retry
+from .commands import CHECK, PEEK, REFUND
 from . import deny_cache
 from .backend import run_sync
 from .probe import probe_sync

@@ -37,7 +37,7 @@ from slidingwindow import (
 )
 from slidingwindow import deny_cache as deny_cache_module
 from slidingwindow.commands import CHECK, PEEK, REFUND
-from slidingwindow.deny_cache import DenyCache, spec_of
+from slidingwindow.deny_cache import DenyCache
 from slidingwindow.http_identity import ScopeIdentity, by_ip, header_api_key
 from slidingwindow_testing.paths import REPO
 
@@ -287,7 +287,7 @@ def run_deny_cache(case: dict[str, Any]) -> dict[str, Any]:
                 (limit, window), = pairs
                 command = maker._decide_command(name, step["client_id"], limit, window, cost,
                                                 ms, now)
-            spec = spec_of(command.args)
+            spec = command.spec
             try:
                 answer = (send(command) if spec is None
                           else cache.run_sync(spec, command, send, TimeClient()))

@@ -10,7 +10,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Callable, Generic, Optional, Sequence, TypeVar, Union
 
-from .deny_cache import DenyCacheArg, make as make_deny_cache
+from .deny_cache import DenyCacheArg, Spec, make as make_deny_cache, spec_for
 from .backend import Backend
 from .commands import CHECK, COUNTS, PEEK, REFUND
 from .failure import Circuit, ErrorHook, Gate
@@ -86,6 +86,9 @@ class Command(Generic[T]):
     read: Callable[[Any], T]
     without_redis: Callable[[bool], T]
     probe_args: Optional[Sequence[Arg]] = None
+    # Where the call meets the deny cache (CHECK and REFUND), from the values `args` was
+    # built of, so that nothing parses `args` again.
+    spec: Optional[Spec] = None
 
 
 def _probe_args(args: Sequence[Arg]) -> Optional[Sequence[Arg]]:
@@ -166,21 +169,26 @@ class LimiterBase(Generic[ClientT]):
     def _is_allowed_command(
         self, client_id: str, limit: int, window_seconds: int, now: Optional[int]
     ) -> Command[tuple[bool, int]]:
-        args = command_args(CHECK, self.key(client_id), limit, window_seconds, now=now,
-                            cost=1, ms=False, details=False)
-        return Command(args, _read_is_allowed, _is_allowed_without_redis)
+        key = self.key(client_id)
+        args = command_args(CHECK, key, limit, window_seconds, now=now, cost=1, ms=False,
+                            details=False)
+        spec = spec_for(CHECK, key, [(limit, window_seconds)], ms=False, now=now, cost=1,
+                        details=False)
+        return Command(args, _read_is_allowed, _is_allowed_without_redis, spec=spec)
 
     def _decide_command(
         self, command: str, client_id: str, limit: int, window: int, cost: int, ms: bool,
         now: Optional[int],
     ) -> Command[RateLimitResult]:
-        args = command_args(command, self.key(client_id), limit, window, now=now, cost=cost,
-                            ms=ms, details=True)
+        key = self.key(client_id)
+        args = command_args(command, key, limit, window, now=now, cost=cost, ms=ms,
+                            details=True)
         return Command(
             args,
             lambda reply: RateLimitResult.from_reply(reply, window, ms),
             lambda allowed: RateLimitResult.unavailable(allowed, limit, window, ms),
             _probe_args(args),
+            spec_for(command, key, [(limit, window)], ms=ms, now=now, cost=cost, details=True),
         )
 
     def _limits_command(
@@ -189,14 +197,16 @@ class LimiterBase(Generic[ClientT]):
     ) -> Command[MultiLimitResult]:
         pairs, ms = as_pairs(limits, ms)
         (limit, window), more = pairs[0], pairs[1:]
-        args = command_args(command, self.key(client_id), limit, window, now=now, cost=cost,
-                            ms=ms, details=True, more=more)
+        key = self.key(client_id)
+        args = command_args(command, key, limit, window, now=now, cost=cost, ms=ms,
+                            details=True, more=more)
         windows = [w for _, w in pairs]
         return Command(
             args,
             lambda reply: MultiLimitResult.from_reply(reply, windows, cost, ms),
             lambda allowed: MultiLimitResult.unavailable(allowed, pairs, ms),
             _probe_args(args),
+            spec_for(command, key, pairs, ms=ms, now=now, cost=cost, details=True),
         )
 
     def _counts_command(

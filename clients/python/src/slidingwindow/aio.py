@@ -149,7 +149,7 @@ class AsyncSlidingWindowRateLimiter(LimiterBase[AsyncClient]):
             self._forget(client_id)
 
     async def _run(self, command: Command[T]) -> T:
-        spec = deny_cache.applies(self.deny_cache, command.args, self.circuit)
+        spec = deny_cache.applies(self.deny_cache, command.spec, self.circuit)
         if spec is not None and self.deny_cache is not None:
             return await self.deny_cache.run_async(spec, command, self._call, self.redis)
         return await self._call(command)

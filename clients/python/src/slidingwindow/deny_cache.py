@@ -105,33 +105,14 @@ class Spec:
         return (self.limits, self.ms, self.now is None, self.cost)
 
 
-def spec_of(args: Sequence[Any]) -> Optional[Spec]:
-    """The Spec of CHECK and REFUND argument vectors (as `_core.command_args` builds
-    them); None for anything else (PEEK bypasses the cache)."""
-    name = args[0]
-    if name != CHECK and name != REFUND:
+def spec_for(command: str, key: str, limits: Sequence[tuple[int, int]], *, ms: bool,
+             now: Optional[int], cost: int, details: bool) -> Optional[Spec]:
+    """The Spec of a CHECK or REFUND, from the values its argument vector is built of
+    (`_core`); None for anything else (PEEK bypasses the cache)."""
+    if command != CHECK and command != REFUND:
         return None
-    limits = [(int(args[2]), int(args[3]))]
-    now: Optional[int] = None
-    cost, ms, details = 1, False, False
-    i = 4
-    if i < len(args) and isinstance(args[i], int):
-        now = args[i]
-        i += 1
-    while i < len(args):
-        word = args[i]
-        if word == "LIMIT":
-            limits.append((int(args[i + 1]), int(args[i + 2])))
-            i += 3
-        elif word == "COST":
-            cost = int(args[i + 1])
-            i += 2
-        else:
-            ms = ms or word == "MS"
-            details = details or word == "DETAILS"
-            i += 1
-    return Spec(str(args[1]), tuple(limits), ms, now, cost, details,
-                name == REFUND)
+    return Spec(key, tuple(limits), ms, None if now is None else int(now), cost, details,
+                command == REFUND)
 
 
 def _as_stored(answer: Any) -> Optional[MultiLimitResult]:
@@ -559,8 +540,8 @@ def attach(limiter: Any, deny_cache: DenyCacheArg) -> None:
         limiter.deny_cache = DenyCache()
 
 
-def applies(cache: Optional[DenyCache], args: Sequence[Any], circuit: Any) -> Optional[Spec]:
-    """The limiters' hook: the Spec when `cache` is to see this call, else None. During an
+def applies(cache: Optional[DenyCache], spec: Optional[Spec], circuit: Any) -> Optional[Spec]:
+    """The limiters' hook: the call's Spec when `cache` is to see it, else None. During an
     outage the cache is emptied and bypassed: the circuit answers as without it, and a
     server that comes back may have lost its counts."""
     if cache is None or _bypass.get():
@@ -568,4 +549,4 @@ def applies(cache: Optional[DenyCache], args: Sequence[Any], circuit: Any) -> Op
     if circuit.down:
         cache.clear()
         return None
-    return spec_of(args)
+    return spec

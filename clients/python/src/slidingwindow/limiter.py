@@ -173,7 +173,7 @@ class SlidingWindowRateLimiter(LimiterBase[SyncClient]):
             self._forget(client_id)
 
     def _run(self, command: Command[T]) -> T:
-        spec = deny_cache.applies(self.deny_cache, command.args, self.circuit)
+        spec = deny_cache.applies(self.deny_cache, command.spec, self.circuit)
         if spec is not None and self.deny_cache is not None:
             return self.deny_cache.run_sync(spec, command, self._call, self.redis)
         return self._call(command)

@@ -101,7 +101,25 @@ def _rust_layer() -> str:
             "noise (tower_governor's can come out below zero).")
 
 
+def _lua_stream() -> str:
+    """The library, the seed's script and the module on the Zipf stream (latest.json)."""
+    d = _load("latest.json")
+    per = {s["short"]: {k: s["cases"][k]["usec_per_call"]["32"]
+                        for k in ("stream_lua", "stream_seed", "stream_check")}
+           for s in d["servers"]}
+    r7 = per["redis7"]
+    vs_seed = [p["stream_lua"] / p["stream_seed"] for p in per.values()]
+    module = [p["stream_lua"] / p["stream_check"] for p in per.values()]
+    return (f"Server time in the committed `make bench` run (bench/results/latest.md; pipeline "
+            f"32, runs of {d['config']['stream_n32']:,} calls): {r7['stream_lua']:.2f} µs, "
+            f"{r7['stream_seed']:.2f} µs and {r7['stream_check']:.2f} µs on Redis 7.0 (library "
+            f"/ seed {min(vs_seed):.2f} to {max(vs_seed):.2f} and module {min(module):.1f} to "
+            f"{max(module):.1f} x faster across the {len(per)} servers; the runs of this 2-core "
+            "VM spread widely).")
+
+
 BLOCKS: dict[str, Callable[[], str]] = {
+    "lua-stream": _lua_stream,
     "rust-layer": _rust_layer,
     "accuracy-run": _accuracy_run,
     "accuracy-mix": _accuracy("Realistic mix"),

@@ -99,7 +99,7 @@ public final class RateLimiter {
     }
   }
 
-  private static List<Limit> rates(String text, CallOptions o) {
+  static List<Limit> rates(String text, CallOptions o) {
     List<Limit> limits = Rates.parseLimits(text);
     if (o.isMs()) {
       throw new RateException(

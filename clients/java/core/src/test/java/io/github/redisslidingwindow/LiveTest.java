@@ -215,6 +215,26 @@ class LiveTest {
   }
 
   @Test
+  void libraryNotLoadedAndNotLoadableIsAConfigurationError() throws Exception {
+    try (TestServer s = TestServer.start(TestServer.Kind.LIBRARY_ONLY);
+        RedisClient admin = RedisClient.create("127.0.0.1", s.port)) {
+      new JedisSendCommand(admin)
+          .send(List.of("ACL", "SETUSER", "app", "on", ">secret", "~*", "+@all", "-function"));
+      try (RedisClient app = RedisClient.create("127.0.0.1", s.port, "app", "secret")) {
+        RateLimiter l = RateLimiter.builder(new JedisSendCommand(app)).build();
+        LibraryNotLoadedException e =
+            org.junit.jupiter.api.Assertions.assertThrows(
+                LibraryNotLoadedException.class, () -> l.check(id(), 3, 60));
+        assertTrue(e.getMessage().contains("FUNCTION LOAD"), e.getMessage());
+        // Once an operator loads it, the same limiter works.
+        new JedisSendCommand(admin).send(List.of("FUNCTION", "LOAD", "REPLACE", Library.code()));
+        assertTrue(l.check(id(), 3, 60).allowed());
+        assertEquals(Mode.FUNCTION, l.mode());
+      }
+    }
+  }
+
+  @Test
   void outageIsDegradedFailOpenAndClosed() throws Exception {
     int port = TestServer.freePort();
     try (RedisClient dead = RedisClient.create("127.0.0.1", port)) {

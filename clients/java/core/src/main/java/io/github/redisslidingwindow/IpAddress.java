@@ -1,6 +1,5 @@
 package io.github.redisslidingwindow;
 
-import java.net.Inet4Address;
 import java.net.InetAddress;
 import java.net.UnknownHostException;
 import java.util.Arrays;
@@ -77,11 +76,8 @@ public final class IpAddress {
     }
     try {
       // A literal with ':' and only hex digits, colons and dots: parsed, never looked up.
-      InetAddress a = InetAddress.getByName(s);
-      if (a instanceof Inet4Address && !s.toLowerCase().startsWith("::ffff:")) {
-        return null;
-      }
-      return new IpAddress(a.getAddress());
+      // An Inet4Address here was an IPv4-mapped IPv6 address: it is the IPv4 one.
+      return new IpAddress(InetAddress.getByName(s).getAddress());
     } catch (UnknownHostException e) {
       return null;
     }

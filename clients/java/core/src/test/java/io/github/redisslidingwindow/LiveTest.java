@@ -235,6 +235,46 @@ class LiveTest {
   }
 
   @Test
+  void backendChoiceAndPrefix() {
+    RedisClient module = clients.get(TestServer.Kind.MODULE);
+    RateLimiter lib =
+        RateLimiter.builder(new JedisSendCommand(module))
+            .backend(Backend.LIBRARY)
+            .prefix("jp:")
+            .build();
+    String id = id();
+    assertTrue(lib.check(id, 2, 60).allowed());
+    assertEquals(Mode.FUNCTION, lib.mode(), "LIBRARY never uses the module");
+    assertEquals(
+        1L, new JedisSendCommand(module).send(List.of("EXISTS", "jp:" + id)), "key = prefix + id");
+
+    RateLimiter only =
+        RateLimiter.builder(new JedisSendCommand(clients.get(TestServer.Kind.LIBRARY_ONLY)))
+            .backend(Backend.MODULE)
+            .build();
+    RedisErrorReply e =
+        org.junit.jupiter.api.Assertions.assertThrows(
+            RedisErrorReply.class, () -> only.check(id(), 2, 60));
+    assertTrue(e.getMessage().toLowerCase().contains("unknown command"), e.getMessage());
+  }
+
+  @Test
+  void argumentErrorsAreThrown() {
+    RateLimiter l = limiter(TestServer.Kind.MODULE);
+    org.junit.jupiter.api.Assertions.assertThrows(
+        IllegalArgumentException.class, () -> l.check(id(), 2, 60, CallOptions.defaults().cost(0)));
+    org.junit.jupiter.api.Assertions.assertThrows(
+        RateException.class, () -> l.checkLimits(id(), "10/second", CallOptions.defaults().ms()));
+    org.junit.jupiter.api.Assertions.assertThrows(
+        IllegalArgumentException.class,
+        () -> l.checkLimits(id(), List.of(), CallOptions.defaults()));
+    RedisErrorReply e =
+        org.junit.jupiter.api.Assertions.assertThrows(
+            RedisErrorReply.class, () -> l.check(id(), 2, 0));
+    assertTrue(e.getMessage().startsWith("ERR"), "range errors are the server's: " + e);
+  }
+
+  @Test
   void outageIsDegradedFailOpenAndClosed() throws Exception {
     int port = TestServer.freePort();
     try (RedisClient dead = RedisClient.create("127.0.0.1", port)) {

@@ -19,15 +19,15 @@ public final class RateLimiter {
   private final SendCommand sender;
   private final String prefix;
   private final boolean failOpen;
-  private final Consumer<RuntimeException> onError;
   private final Chooser chooser;
+  private final Circuit circuit;
 
   private RateLimiter(Builder b) {
     this.sender = b.sender;
     this.prefix = b.prefix;
     this.failOpen = b.failOpen;
-    this.onError = b.onError;
     this.chooser = new Chooser(b.backend);
+    this.circuit = new Circuit(b.failOpen, b.probeInterval, b.onError);
   }
 
   public static Builder builder(SendCommand sender) {
@@ -41,6 +41,7 @@ public final class RateLimiter {
     private boolean failOpen = true;
     private Backend backend = Backend.AUTO;
     private Consumer<RuntimeException> onError = e -> {};
+    private java.time.Duration probeInterval = java.time.Duration.ofSeconds(1);
 
     private Builder(SendCommand sender) {
       this.sender = Objects.requireNonNull(sender);
@@ -69,6 +70,15 @@ public final class RateLimiter {
       return this;
     }
 
+    /** While Redis is unavailable, one probe per interval (default 1 s); the rest degraded. */
+    public Builder probeInterval(java.time.Duration d) {
+      if (d.isNegative()) {
+        throw new IllegalArgumentException("probe interval must be non-negative");
+      }
+      this.probeInterval = d;
+      return this;
+    }
+
     public RateLimiter build() {
       return new RateLimiter(this);
     }
@@ -77,6 +87,33 @@ public final class RateLimiter {
   /** The mode in use (null before the library was looked for). */
   public Mode mode() {
     return chooser.mode();
+  }
+
+  private static final Object UNAVAILABLE = new Object();
+
+  /** Whether the circuit is open (Redis unavailable; calls answered without it). */
+  public boolean isDown() {
+    return circuit.isDown();
+  }
+
+  /** The call's reply, or UNAVAILABLE: no reply, or the circuit open and no probe due. */
+  private Object send(Wire w) {
+    Circuit.Gate g = circuit.gate();
+    if (g == Circuit.Gate.SKIP) {
+      return UNAVAILABLE;
+    }
+    Object reply;
+    try {
+      reply = chooser.call(sender, w);
+    } catch (RedisUnavailableException e) {
+      circuit.failed(e, g);
+      return UNAVAILABLE;
+    } catch (RuntimeException e) {
+      circuit.answered(g);
+      throw e;
+    }
+    circuit.answered(g);
+    return reply;
   }
 
   String key(String id) {
@@ -112,11 +149,8 @@ public final class RateLimiter {
   private MultiLimitResult decide(Op op, String id, List<Limit> limits, CallOptions o, boolean ms) {
     validate(limits, o);
     Wire w = Wire.call(op, key(id), limits, o.cost(), ms, o.now(), true);
-    Object reply;
-    try {
-      reply = chooser.call(sender, w);
-    } catch (RedisUnavailableException e) {
-      onError.accept(e);
+    Object reply = send(w);
+    if (reply == UNAVAILABLE) {
       return MultiLimitResult.unavailable(failOpen, limits, ms);
     }
     return Replies.decision(reply, limits, o.cost(), ms);
@@ -182,11 +216,8 @@ public final class RateLimiter {
   /** The previous and current window's counts (cost is not used). */
   public WindowCounts counts(String id, long window, CallOptions o) {
     Wire w = Wire.counts(key(id), window, o.isMs(), o.now());
-    Object reply;
-    try {
-      reply = chooser.call(sender, w);
-    } catch (RedisUnavailableException e) {
-      onError.accept(e);
+    Object reply = send(w);
+    if (reply == UNAVAILABLE) {
       return WindowCounts.unavailable();
     }
     return Replies.counts(reply);
@@ -198,11 +229,8 @@ public final class RateLimiter {
     List<Limit> limits = List.of(new Limit(limit, windowSeconds));
     validate(limits, o);
     Wire w = Wire.call(Op.CHECK, key(id), limits, 1, false, o.now(), false);
-    Object reply;
-    try {
-      reply = chooser.call(sender, w);
-    } catch (RedisUnavailableException e) {
-      onError.accept(e);
+    Object reply = send(w);
+    if (reply == UNAVAILABLE) {
       return new IsAllowedResult(failOpen, 0);
     }
     return Replies.isAllowed(reply);

@@ -275,6 +275,46 @@ class LiveTest {
   }
 
   @Test
+  void circuitProbesOncePerIntervalAndCloses() throws Exception {
+    int port = TestServer.freePort();
+    java.util.concurrent.atomic.AtomicInteger sent =
+        new java.util.concurrent.atomic.AtomicInteger();
+    java.util.concurrent.atomic.AtomicInteger outages =
+        new java.util.concurrent.atomic.AtomicInteger();
+    try (RedisClient client = RedisClient.create("127.0.0.1", port)) {
+      JedisSendCommand jedis = new JedisSendCommand(client);
+      SendCommand counting =
+          cmd -> {
+            sent.incrementAndGet();
+            return jedis.send(cmd);
+          };
+      RateLimiter l =
+          RateLimiter.builder(counting)
+              .probeInterval(java.time.Duration.ofMillis(300))
+              .onError(e -> outages.incrementAndGet())
+              .build();
+      String id = id();
+      assertTrue(l.check(id, 5, 60).degraded(), "nothing listens yet");
+      assertTrue(l.isDown());
+      int afterFirst = sent.get();
+      for (int i = 0; i < 20; i++) {
+        assertTrue(l.check(id, 5, 60).degraded());
+      }
+      assertEquals(afterFirst, sent.get(), "an open circuit does not ask Redis");
+      try (TestServer s = TestServer.start(TestServer.Kind.MODULE, port)) {
+        assertTrue(l.check(id, 5, 60).degraded(), "no probe before the interval");
+        Thread.sleep(350);
+        LimitResult probe = l.check(id, 5, 60);
+        assertFalse(probe.degraded(), "the probe got an answer");
+        assertEquals(1, probe.count());
+        assertFalse(l.isDown());
+        assertEquals(2, l.check(id, 5, 60).count());
+      }
+      assertEquals(1, outages.get(), "the hook heard the one failed call");
+    }
+  }
+
+  @Test
   void outageIsDegradedFailOpenAndClosed() throws Exception {
     int port = TestServer.freePort();
     try (RedisClient dead = RedisClient.create("127.0.0.1", port)) {

@@ -68,12 +68,17 @@ final class TestServer implements AutoCloseable {
   }
 
   static TestServer start(Kind kind) throws IOException, InterruptedException {
+    return start(kind, 0);
+  }
+
+  /** On this port (0: a free one, retried on a race). */
+  static TestServer start(Kind kind, int fixedPort) throws IOException, InterruptedException {
     Path dir =
         Files.createTempDirectory(
             "sw-javaclient-" + ProcessHandle.current().pid() + "-" + SEQ.incrementAndGet() + "-");
     String last = "";
     for (int attempt = 0; attempt < 5; attempt++) {
-      int port = freePort();
+      int port = fixedPort != 0 ? fixedPort : freePort();
       List<String> cmd = new ArrayList<>();
       cmd.add(binary(kind).toString());
       cmd.addAll(

@@ -187,6 +187,31 @@ public final class RateLimiter {
     return one(Op.REFUND, id, limit, window, o);
   }
 
+  /**
+   * Checks; while denied, sleeps exactly the result's {@code retryAfter} (never past the timeout)
+   * and checks again. Returns at once when allowed, never possible, degraded, or out of time (then
+   * the last denial). {@code o} gives cost and ms; an explicit now is refused.
+   */
+  public LimitResult waitFor(
+      String id, long limit, long window, java.time.Duration timeout, CallOptions o)
+      throws InterruptedException {
+    if (timeout.isNegative()) {
+      throw new IllegalArgumentException("timeout must be >= 0");
+    }
+    if (o.now() != null) {
+      throw new IllegalArgumentException("waitFor takes no explicit now");
+    }
+    long deadline = System.nanoTime() + timeout.toNanos();
+    for (; ; ) {
+      LimitResult r = check(id, limit, window, o);
+      long remainingMs = (deadline - System.nanoTime()) / 1_000_000;
+      if (r.allowed() || r.degraded() || r.retryAfter() < 0 || remainingMs <= 0) {
+        return r;
+      }
+      Thread.sleep(Math.min(r.retryAfter() * (r.ms() ? 1 : 1000), remainingMs));
+    }
+  }
+
   /** Several limits: all must allow, then each counts. */
   public MultiLimitResult checkLimits(String id, List<Limit> limits, CallOptions o) {
     return decide(Op.CHECK, id, limits, o, o.isMs());

@@ -315,6 +315,24 @@ class LiveTest {
   }
 
   @Test
+  void waitForSleepsRetryAfterWithinTheTimeout() throws Exception {
+    RateLimiter l = limiter(TestServer.Kind.MODULE);
+    String id = id();
+    CallOptions ms = CallOptions.defaults().ms();
+    assertTrue(l.check(id, 1, 300, ms).allowed());
+    LimitResult late = l.waitFor(id, 1, 300, java.time.Duration.ZERO, ms);
+    assertFalse(late.allowed(), "out of time at once: the denial");
+    long t0 = System.nanoTime();
+    LimitResult r = l.waitFor(id, 1, 300, java.time.Duration.ofSeconds(5), ms);
+    long waited = (System.nanoTime() - t0) / 1_000_000;
+    assertTrue(r.allowed(), "allowed after retry_after: " + r);
+    assertTrue(waited >= 100 && waited < 3000, "waited " + waited + " ms");
+    LimitResult never = l.waitFor(id, 1, 300, java.time.Duration.ofSeconds(5), ms.cost(2));
+    assertFalse(never.allowed());
+    assertEquals(-1, never.retryAfter(), "never possible: returned at once");
+  }
+
+  @Test
   void outageIsDegradedFailOpenAndClosed() throws Exception {
     int port = TestServer.freePort();
     try (RedisClient dead = RedisClient.create("127.0.0.1", port)) {

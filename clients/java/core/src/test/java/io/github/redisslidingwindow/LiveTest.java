@@ -326,7 +326,10 @@ class LiveTest {
     LimitResult r = l.waitFor(id, 1, 300, java.time.Duration.ofSeconds(5), ms);
     long waited = (System.nanoTime() - t0) / 1_000_000;
     assertTrue(r.allowed(), "allowed after retry_after: " + r);
-    assertTrue(waited >= 100 && waited < 3000, "waited " + waited + " ms");
+    // The sliding estimate may free the slot sooner than a window: the wait is about the
+    // denial's retry_after, never the timeout.
+    assertTrue(late.retryAfter() > 0, "a wait was due: " + late);
+    assertTrue(waited <= late.retryAfter() + 1000, "waited " + waited + " ms for " + late);
     LimitResult never = l.waitFor(id, 1, 300, java.time.Duration.ofSeconds(5), ms.cost(2));
     assertFalse(never.allowed());
     assertEquals(-1, never.retryAfter(), "never possible: returned at once");

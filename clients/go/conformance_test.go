@@ -19,6 +19,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 func conformanceDir() string {
@@ -480,5 +481,93 @@ func TestConformanceEveryFileHasADriver(t *testing.T) {
 	want := []string{"commands.json", "deny_cache.json", "headers.json", "identity.json", "rates.json", "replies.json"}
 	if !slices.Equal(names, want) {
 		t.Errorf("conformance files %v, drivers for %v", names, want)
+	}
+}
+
+func TestConformanceDenyCache(t *testing.T) {
+	saved := mono
+	t.Cleanup(func() { mono = saved })
+	for _, c := range cases(t, "deny_cache.json") {
+		t.Run(c["id"].(string), func(t *testing.T) {
+			var clock float64 // ms
+			mono = func() float64 { return clock / 1000 }
+			cfg, _ := c["cache"].(map[string]any)
+			maxEntries := DefaultMaxEntries
+			if n, ok := cfg["max_entries"].(float64); ok {
+				maxEntries = int(n)
+			}
+			refresh := time.Duration(num(cfg["clock_refresh_ms"])) * time.Millisecond
+			cache := NewDenyCache(maxEntries, refresh)
+			failOpen := c["fail_open"] != false
+			prefix := "rate:"
+			if p, ok := c["prefix"].(string); ok {
+				prefix = p
+			}
+			var timeFn func(context.Context) (any, error)
+			if off, ok := c["server_offset_ms"].(float64); ok {
+				timeFn = func(context.Context) (any, error) {
+					us := int64((clock + off) * 1000)
+					return []any{fmt.Sprint(us / 1e6), fmt.Sprint(us % 1e6)}, nil
+				}
+			}
+			var got, want []any
+			for _, st := range c["steps"].([]any) {
+				step := st.(map[string]any)
+				clock = step["at_ms"].(float64)
+				opts, _ := step["options"].(map[string]any)
+				var ls []Limit
+				for _, p := range step["limits"].([]any) {
+					pair := p.([]any)
+					ls = append(ls, Limit{num(pair[0]), num(pair[1])})
+				}
+				call := Limits(ls...)
+				if opts["ms"] == true {
+					call = call.MS()
+				}
+				if cost, ok := opts["cost"].(float64); ok {
+					call = call.Cost(uint64(cost))
+				}
+				if n, ok := opts["now"].(float64); ok {
+					call = call.At(uint64(n))
+				}
+				sent := false
+				decide := func(context.Context) (*MultiLimitResult, error) {
+					sent = true
+					clock += step["latency_ms"].(float64)
+					reply, ok := step["redis"]
+					switch {
+					case !ok:
+						return nil, errors.New("sent without a scripted reply")
+					case reply == "unavailable":
+						return Unavailable(failOpen, call.limits, call.ms), nil
+					}
+					return ParseReply(toReply(reply), call.windows(), call.cost, call.ms)
+				}
+				if _, ok := step["latency_ms"]; !ok {
+					step["latency_ms"] = 0.0
+				}
+				name := step["call"].(string)
+				s := spec{key: prefix + step["client_id"].(string), limits: call.limits, ms: call.ms, now: call.now, hasNow: call.hasNow, cost: call.cost}
+				var m *MultiLimitResult
+				var err error
+				if strings.HasPrefix(name, "peek") {
+					m, err = decide(context.Background())
+				} else {
+					m, err = cache.run(context.Background(), s, timeFn, strings.HasPrefix(name, "refund"), decide)
+				}
+				var res any
+				switch {
+				case err != nil:
+					res = map[string]any{"error": err.Error()}
+				case strings.HasSuffix(name, "_limits"):
+					res = multiJSON(m)
+				default:
+					res = oneJSON(m.Summary)
+				}
+				got = append(got, map[string]any{"sent": sent, "result": res})
+				want = append(want, step["expect"])
+			}
+			compare(t, got, want)
+		})
 	}
 }

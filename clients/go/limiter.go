@@ -16,6 +16,8 @@ const DefaultProbeInterval = time.Second
 type Options struct {
 	// Prefix of every key (key = Prefix + id); default "rate:".
 	Prefix string
+	// NoPrefix makes the key the id itself (Prefix is then ignored).
+	NoPrefix bool
 	// Timeout per call (the context's own deadline applies too); default 500 ms.
 	Timeout time.Duration
 	// FailClosed denies during an outage; the default is fail-open (allow).
@@ -46,7 +48,9 @@ func New(conn Conn, opts ...Options) *Limiter {
 	if len(opts) > 0 {
 		o = opts[0]
 	}
-	if o.Prefix == "" {
+	if o.NoPrefix {
+		o.Prefix = ""
+	} else if o.Prefix == "" {
 		o.Prefix = "rate:"
 	}
 	if o.Timeout <= 0 {

@@ -64,13 +64,15 @@ class LiveTest {
     };
   }
 
+  // Hour-long windows: a window boundary inside a test (the previous window's weight
+  // starting to fall) is unlikely to land in the few milliseconds it runs.
   @ParameterizedTest
   @EnumSource(TestServer.Kind.class)
   void checkPeekRefundCounts(TestServer.Kind k) {
     RateLimiter l = limiter(k);
     String id = id();
     for (int i = 1; i <= 3; i++) {
-      LimitResult r = l.check(id, 3, 60);
+      LimitResult r = l.check(id, 3, 3600);
       assertTrue(r.allowed(), k + " check " + i);
       assertEquals(i, r.count());
       assertEquals(3 - i, r.remaining());
@@ -78,32 +80,32 @@ class LiveTest {
       assertFalse(r.degraded());
     }
     assertEquals(expectedMode(k), l.mode(), k + ": backend");
-    LimitResult denied = l.check(id, 3, 60);
+    LimitResult denied = l.check(id, 3, 3600);
     assertFalse(denied.allowed());
     assertEquals(3, denied.count());
-    assertTrue(denied.retryAfter() > 0 && denied.retryAfter() <= 60, "retry " + denied);
+    assertTrue(denied.retryAfter() > 0 && denied.retryAfter() <= 3600, "retry " + denied);
     assertTrue(denied.retryAfterSeconds().isPresent());
 
-    LimitResult peek = l.peek(id, 3, 60);
+    LimitResult peek = l.peek(id, 3, 3600);
     assertFalse(peek.allowed());
     assertEquals(3, peek.count());
 
     // The reply of a refund is what PEEK answers right after it: the estimate with this
     // request, allowed again.
-    LimitResult refund = l.refund(id, 3, 60);
+    LimitResult refund = l.refund(id, 3, 3600);
     assertTrue(refund.allowed());
     assertEquals(3, refund.count());
     assertEquals(0, refund.remaining());
-    assertEquals(refund, l.peek(id, 3, 60));
-    assertEquals(refund, l.peek(id, 3, 60), "peek counts nothing");
+    assertEquals(refund, l.peek(id, 3, 3600));
+    assertEquals(refund, l.peek(id, 3, 3600), "peek counts nothing");
 
-    WindowCounts c = l.counts(id, 60, CallOptions.defaults());
+    WindowCounts c = l.counts(id, 3600, CallOptions.defaults());
     assertEquals(2, c.current());
     assertFalse(c.degraded());
 
     l.reset(id);
-    assertEquals(0, l.counts(id, 60, CallOptions.defaults()).current());
-    assertEquals(1, l.peek(id, 3, 60).count());
+    assertEquals(0, l.counts(id, 3600, CallOptions.defaults()).current());
+    assertEquals(1, l.peek(id, 3, 3600).count());
   }
 
   @ParameterizedTest
@@ -111,15 +113,15 @@ class LiveTest {
   void costAndNever(TestServer.Kind k) {
     RateLimiter l = limiter(k);
     String id = id();
-    LimitResult r = l.check(id, 10, 60, CallOptions.defaults().cost(4));
+    LimitResult r = l.check(id, 10, 3600, CallOptions.defaults().cost(4));
     assertTrue(r.allowed());
     assertEquals(4, r.count());
     assertEquals(6, r.remaining());
-    r = l.check(id, 10, 60, CallOptions.defaults().cost(7));
+    r = l.check(id, 10, 3600, CallOptions.defaults().cost(7));
     assertFalse(r.allowed(), "4 + 7 > 10");
     assertEquals(4, r.count());
     assertTrue(r.retryAfter() > 0);
-    LimitResult never = l.check(id, 10, 60, CallOptions.defaults().cost(11));
+    LimitResult never = l.check(id, 10, 3600, CallOptions.defaults().cost(11));
     assertFalse(never.allowed());
     assertEquals(-1, never.retryAfter(), "cost > limit: never");
     assertTrue(never.retryAfterSeconds().isEmpty());
@@ -195,11 +197,11 @@ class LiveTest {
   void libraryReloadedAfterFunctionFlush() {
     RateLimiter l = limiter(TestServer.Kind.LIBRARY_ONLY);
     String id = id();
-    assertTrue(l.check(id, 5, 60).allowed());
+    assertTrue(l.check(id, 5, 3600).allowed());
     assertEquals(Mode.FUNCTION, l.mode());
     new JedisSendCommand(clients.get(TestServer.Kind.LIBRARY_ONLY))
         .send(List.of("FUNCTION", "FLUSH"));
-    LimitResult r = l.check(id, 5, 60);
+    LimitResult r = l.check(id, 5, 3600);
     assertTrue(r.allowed());
     assertEquals(2, r.count(), "the key survived; the library was loaded again");
   }
@@ -208,10 +210,10 @@ class LiveTest {
   void evalAfterScriptFlush() {
     RateLimiter l = limiter(TestServer.Kind.REDIS62);
     String id = id();
-    assertTrue(l.check(id, 5, 60).allowed());
+    assertTrue(l.check(id, 5, 3600).allowed());
     assertEquals(Mode.EVAL, l.mode());
     new JedisSendCommand(clients.get(TestServer.Kind.REDIS62)).send(List.of("SCRIPT", "FLUSH"));
-    assertEquals(2, l.check(id, 5, 60).count(), "NOSCRIPT answered by EVAL");
+    assertEquals(2, l.check(id, 5, 3600).count(), "NOSCRIPT answered by EVAL");
   }
 
   @Test
@@ -294,21 +296,21 @@ class LiveTest {
               .onError(e -> outages.incrementAndGet())
               .build();
       String id = id();
-      assertTrue(l.check(id, 5, 60).degraded(), "nothing listens yet");
+      assertTrue(l.check(id, 5, 3600).degraded(), "nothing listens yet");
       assertTrue(l.isDown());
       int afterFirst = sent.get();
       for (int i = 0; i < 20; i++) {
-        assertTrue(l.check(id, 5, 60).degraded());
+        assertTrue(l.check(id, 5, 3600).degraded());
       }
       assertEquals(afterFirst, sent.get(), "an open circuit does not ask Redis");
       try (TestServer s = TestServer.start(TestServer.Kind.MODULE, port)) {
-        assertTrue(l.check(id, 5, 60).degraded(), "no probe before the interval");
+        assertTrue(l.check(id, 5, 3600).degraded(), "no probe before the interval");
         Thread.sleep(350);
-        LimitResult probe = l.check(id, 5, 60);
+        LimitResult probe = l.check(id, 5, 3600);
         assertFalse(probe.degraded(), "the probe got an answer");
         assertEquals(1, probe.count());
         assertFalse(l.isDown());
-        assertEquals(2, l.check(id, 5, 60).count());
+        assertEquals(2, l.check(id, 5, 3600).count());
       }
       assertEquals(1, outages.get(), "the hook heard the one failed call");
     }

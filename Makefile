@@ -79,16 +79,21 @@ test: deps-system deps-valgrind build build-fault deps-python ## Every test: uni
 	$(PYTHON) -m pytest -q -rs clients/python/tests examples/gateway bench/accuracy bench/test_readme_blocks.py
 	$(MAKE) test-limits
 	$(MAKE) test-node
+	$(MAKE) test-java
 	@$(SEED_NOTE)
 
 test-node: build ## The Node client (clients/node): npm ci from the lockfile, then its tests on every server (test-node-install's included)
 	@command -v npm >/dev/null || { echo "npm is missing: install Node.js 18+ (with npm)"; exit 1; }
 	cd clients/node && npm ci --no-audit --no-fund && npm test
 
-.PHONY: test-java
+.PHONY: test-java deps-java
 test-java: build ## The Java client (clients/java): mvn verify (spotless check, conformance vectors, live tests on module, library-only and Redis 6.2 servers)
 	@command -v mvn >/dev/null || { echo "mvn is missing: install Maven 3.8+ and a JDK 17+"; exit 1; }
-	cd clients/java && SLIDINGWINDOW_REPO=$(CURDIR) mvn -B -q verify
+	cd clients/java && SLIDINGWINDOW_REPO=$(CURDIR) mvn -B verify
+
+deps-java: ## The Java client's Maven dependencies and plugins into ~/.m2 (what test-java would fetch; .ci/run calls it before the tests)
+	@command -v mvn >/dev/null || { echo "mvn is missing: install Maven 3.8+ and a JDK 17+"; exit 1; }
+	cd clients/java && mvn -B -q -DskipTests verify
 
 # The Node client as a tarball for `npm install` in another project: a folder install
 # would link clients/node unbuilt, and building needs its devDependencies (npm ci).
@@ -113,11 +118,12 @@ test-limits: ## The limits storage: flask-limiter/slowapi examples, limits' own 
 	$(PYTHON) -m pytest -q examples/limits
 	$(PYTHON) clients/python/limits_suite/run.py -q --sw-servers $(LIMITS_SERVERS) --sw-cluster --sw-clusters cluster-redis7-managed $(LIMITS_ARGS)
 
-lint: ## cargo fmt --check, clippy -D warnings, mypy --strict on the Python client, tsc --noEmit on the Node client
+lint: ## cargo fmt --check, clippy -D warnings, mypy --strict on the Python client, tsc --noEmit on the Node client, spotless (google-java-format) on the Java client
 	cargo fmt --all -- --check
 	cargo clippy --release --workspace --all-targets -- -D warnings
 	$(PYTHON) -m mypy --strict clients/python/src/slidingwindow
 	cd clients/node && { [ -d node_modules ] || npm ci --no-audit --no-fund; } && npm run lint
+	cd clients/java && mvn -B -q spotless:check
 
 bench-deps: ## The benchmark's Python tools (bench/requirements.txt)
 	$(PYTHON) -m pip install -q -r bench/requirements.txt

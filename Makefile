@@ -4,7 +4,7 @@ PORT    ?= 6379
 PYTHON  ?= python3
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: help build build-fault run stop test test-limits test-node lint deps deps-system deps-valgrind deps-python bench-deps bench bench-quick clean
+.PHONY: help build build-fault run stop test test-limits test-node test-go lint deps deps-system deps-valgrind deps-python bench-deps bench bench-quick clean
 .PHONY: accuracy accuracy-quick
 
 help: ## List every target with its purpose
@@ -79,8 +79,14 @@ test: deps-system deps-valgrind build build-fault deps-python ## Every test: uni
 	$(PYTHON) -m pytest -q -rs clients/python/tests examples/gateway bench/accuracy bench/test_readme_blocks.py
 	$(MAKE) test-limits
 	$(MAKE) test-node
+	$(MAKE) test-go
 	$(MAKE) test-java
 	@$(SEED_NOTE)
+
+test-go: build ## The Go client (clients/go): go vet, go test -race on real servers, each fuzz target for 3 s
+	@command -v go >/dev/null || { echo "go is missing: install Go 1.26+"; exit 1; }
+	cd clients/go && go mod download && go vet ./... && SLIDINGWINDOW_REPO=$(CURDIR) go test -race -count=1 ./...
+	cd clients/go && for f in FuzzParseLimits FuzzParseReply; do go test -run '^$$' -fuzz "^$$f$$" -fuzztime=3s . || exit 1; done
 
 test-node: build ## The Node client (clients/node): npm ci from the lockfile, then its tests on every server (test-node-install's included)
 	@command -v npm >/dev/null || { echo "npm is missing: install Node.js 18+ (with npm)"; exit 1; }
@@ -118,11 +124,13 @@ test-limits: ## The limits storage: flask-limiter/slowapi examples, limits' own 
 	$(PYTHON) -m pytest -q examples/limits
 	$(PYTHON) clients/python/limits_suite/run.py -q --sw-servers $(LIMITS_SERVERS) --sw-cluster --sw-clusters cluster-redis7-managed $(LIMITS_ARGS)
 
-lint: ## cargo fmt --check, clippy -D warnings, mypy --strict on the Python client, tsc --noEmit on the Node client, spotless (google-java-format) on the Java client
+lint: ## cargo fmt --check, clippy -D warnings, mypy --strict on the Python client, tsc --noEmit on the Node client, gofmt and go vet on the Go client, spotless (google-java-format) on the Java client
 	cargo fmt --all -- --check
 	cargo clippy --release --workspace --all-targets -- -D warnings
 	$(PYTHON) -m mypy --strict clients/python/src/slidingwindow
 	cd clients/node && { [ -d node_modules ] || npm ci --no-audit --no-fund; } && npm run lint
+	cd clients/go && test -z "$$(gofmt -l .)" || { gofmt -l .; echo "gofmt: the files above are not formatted"; exit 1; }
+	cd clients/go && go vet ./...
 	cd clients/java && mvn -B -q spotless:check
 
 bench-deps: ## The benchmark's Python tools (bench/requirements.txt)

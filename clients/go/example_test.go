@@ -1,0 +1,25 @@
+package slidingwindow_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+
+	"github.com/redis/go-redis/v9"
+
+	slidingwindow "github.com/redis-slidingwindow/redis-slidingwindow/clients/go"
+)
+
+// The README's quick start (compiled by go vet and go test; not run: it needs Redis on 6379).
+func Example() {
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379", ContextTimeoutEnabled: true})
+	limiter := slidingwindow.New(slidingwindow.GoRedis(rdb))
+
+	d, err := limiter.Check(context.Background(), "user:42", slidingwindow.NewCall(100, 60))
+	if err == nil {
+		fmt.Println(d.Allowed(), d.Summary.Remaining, d.RetryAfter())
+	}
+
+	hello := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "hello") })
+	_ = http.ListenAndServe("127.0.0.1:3000", slidingwindow.LimitByIP(limiter, 100, 60)(hello))
+}

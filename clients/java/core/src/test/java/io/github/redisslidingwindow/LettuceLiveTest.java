@@ -96,6 +96,21 @@ class LettuceLiveTest {
     assertEquals("WRONGTYPE", e.code());
   }
 
+  @Test
+  void closedConnectionIsAnOutageAnsweredDegraded() {
+    StatefulRedisConnection<String, String> c = clients.get(Kind.MODULE).connect();
+    RateLimiter l = RateLimiter.builder(new LettuceSendCommand(c)).build();
+    assertTrue(l.check(id(), 3, 3600).allowed());
+    c.close();
+    assertThrows(
+        RedisUnavailableException.class,
+        () -> new LettuceSendCommand(c).send(List.of("PING")),
+        "no reply is RedisUnavailableException");
+    LimitResult r = l.check(id(), 3, 3600);
+    assertTrue(r.degraded(), "fail-open placeholder: " + r);
+    assertTrue(r.allowed());
+  }
+
   @ParameterizedTest
   @EnumSource(Kind.class)
   void checkPeekRefundCounts(Kind k) {

@@ -72,12 +72,12 @@ def _server_seconds(admin: redis.Redis) -> float:
 
 def test_flood_from_one_identity_reaches_redis_at_most_10_times(
         redis_server: RedisServer, gateway_factory: type[Gateway]) -> None:
-    """2,000 requests from one address over 20 threads ("api": 5 per 10 s), sent within one
-    of the key's 10-second windows. The deny cache's single flight: the concurrent first
-    requests wait for one answer (ASGI: asyncio tasks under uvicorn; WSGI: flask's
-    threads), so Redis sees the 5 allowed CHECKs and about one refusal (whose retry_after
-    lasts to the window's end), not one per thread. Counted on the server (INFO
-    commandstats). Before the single flight: 20-25 calls."""
+    """2,000 requests from one address over 20 threads ("api": 5 per 10 s), started at a
+    window's beginning (the bounds scale with the windows a slow machine spans). The deny
+    cache's single flight: the concurrent first requests wait for one answer (ASGI: asyncio
+    tasks under uvicorn; WSGI: flask's threads), so Redis sees the 5 allowed CHECKs and about
+    one refusal (whose retry_after lasts to the window's end), not one per thread. Counted on
+    the server (INFO commandstats). Before the single flight: 20-25 calls."""
     gw = gateway_factory(REDIS_URL=redis_server.url)
     admin = redis.Redis(port=redis_server.port, decode_responses=True)
     assert codes(burst(gw.url, 1, path="/health")) == [200]  # up, and nothing counted
@@ -102,12 +102,15 @@ def test_flood_from_one_identity_reaches_redis_at_most_10_times(
     for t in threads:
         t.join()
     calls = int(admin.info("commandstats").get("cmdstat_slidingwindow.check", {}).get("calls", 0))
-    within = _server_seconds(admin) // 10 == window
+    # A loaded machine can stretch the flood past its window's end (CI once took over 8 s for
+    # WSGI); each further window allows at most 5 more and costs about as many calls again.
+    windows = int(_server_seconds(admin) // 10 - window) + 1
     admin.close()
-    assert within, "the flood outlasted its window (a loaded machine?)"
-    assert len(statuses) == 2000 and statuses.count(200) == 5
-    assert set(statuses) == {200, 429}
-    assert calls <= 10, calls
+    assert len(statuses) == 2000 and set(statuses) == {200, 429}
+    assert 5 <= statuses.count(200) <= 5 * windows, (statuses.count(200), windows)
+    assert calls <= 10 * windows, (calls, windows)
+    if windows > 1:
+        print(f"the flood spanned {windows} windows: {calls} CHECK calls")
 
 
 def test_gateway_on_redis_cluster(cluster: RedisClusterProcs,

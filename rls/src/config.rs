@@ -834,38 +834,23 @@ descriptors:
 
     #[test]
     fn detailed_metric_and_value_to_metric_name_the_counters() {
-        let y = r#"
-domain: d
-descriptors:
-  - key: client
-    detailed_metric: true
-    rate_limit: {unit: second, requests_per_unit: 1}
-  - key: route
-    value_to_metric: true
-    descriptors:
-      - key: method
-        rate_limit: {unit: second, requests_per_unit: 1}
-  - key: plain
-    descriptors:
-      - key: method
-        rate_limit: {unit: second, requests_per_unit: 1}
-"#;
+        let y = include_str!("../tests/fixtures/metric_names.yaml");
         let c = load(y).unwrap();
         assert_eq!(
-            c.lookup("d", &[e("client", "c42")]).unwrap().metric_key,
-            "d.client_c42"
+            c.lookup("m", &[e("client", "c42")]).unwrap().metric_key,
+            "m.client_c42"
         );
         assert_eq!(
-            c.lookup("d", &[e("route", "/a"), e("method", "GET")])
+            c.lookup("m", &[e("route", "/a"), e("method", "GET")])
                 .unwrap()
                 .metric_key,
-            "d.route_/a.method"
+            "m.route_/a.method"
         );
         assert_eq!(
-            c.lookup("d", &[e("plain", "/a"), e("method", "GET")])
+            c.lookup("m", &[e("plain", "/a"), e("method", "GET")])
                 .unwrap()
                 .metric_key,
-            "d.plain.method"
+            "m.plain.method"
         );
     }
 

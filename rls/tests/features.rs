@@ -314,18 +314,7 @@ async fn global_quota_mode_setting() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn detailed_metric_and_value_to_metric_name_the_counters() {
-    let y = r#"
-domain: m
-descriptors:
-  - key: client
-    detailed_metric: true
-    rate_limit: {unit: minute, requests_per_unit: 9}
-  - key: route
-    value_to_metric: true
-    descriptors:
-      - key: method
-        rate_limit: {unit: minute, requests_per_unit: 9}
-"#;
+    let y = include_str!("fixtures/metric_names.yaml");
     let b = Backend::start(Kind::Module);
     let rls = Rls::start(&b, &[("m.yaml", y)], &[]).await;
     rls.call(one("m", "client", "c42")).await.unwrap();

@@ -78,6 +78,12 @@ final class TestServer implements AutoCloseable {
 
   /** On this port (0: a free one, retried on a race). */
   static TestServer start(Kind kind, int fixedPort) throws IOException, InterruptedException {
+    return start(kind, fixedPort, List.of());
+  }
+
+  /** On this port (0: a free one), with these further server arguments. */
+  static TestServer start(Kind kind, int fixedPort, List<String> extra)
+      throws IOException, InterruptedException {
     Path dir =
         Files.createTempDirectory(
             "sw-javaclient-" + ProcessHandle.current().pid() + "-" + SEQ.incrementAndGet() + "-");
@@ -109,6 +115,7 @@ final class TestServer implements AutoCloseable {
       if (kind == Kind.LIBRARY_ONLY) {
         cmd.addAll(List.of("--enable-module-command", "no"));
       }
+      cmd.addAll(extra);
       Process p =
           new ProcessBuilder(cmd)
               .redirectOutput(ProcessBuilder.Redirect.DISCARD)

@@ -10,11 +10,6 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.UUID;
-import java.util.concurrent.CountDownLatch;
-import java.util.concurrent.ExecutorService;
-import java.util.concurrent.Executors;
-import java.util.concurrent.Future;
-import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -102,34 +97,14 @@ class JedisClusterTest {
 
   @Test
   void fiftyThreadsOnOneIdentityGetExactlyTheLimit() throws Exception {
-    RateLimiter l = RateLimiter.builder(new JedisSendCommand(client)).build();
-    String id = id();
-    int threads = 50;
-    int limit = 20;
-    ExecutorService pool = Executors.newFixedThreadPool(threads);
-    CountDownLatch go = new CountDownLatch(1);
-    List<Future<Boolean>> answers = new ArrayList<>();
-    try {
-      for (int i = 0; i < threads; i++) {
-        answers.add(
-            pool.submit(
-                () -> {
-                  go.await();
-                  return l.check(id, limit, 3600).allowed();
-                }));
-      }
-      go.countDown();
-      int allowed = 0;
-      for (Future<Boolean> f : answers) {
-        if (f.get(60, TimeUnit.SECONDS)) {
-          allowed++;
-        }
-      }
-      assertEquals(limit, allowed, "allowed of " + threads);
-      assertEquals(limit, l.peek(id, limit, 3600).count());
-    } finally {
-      pool.shutdownNow();
-    }
+    LiveChecks.fiftyThreadsGetExactlyTheLimit(
+        RateLimiter.builder(new JedisSendCommand(client)).build(), id(), "cluster");
+  }
+
+  @Test
+  void checkPeekRefundCounts() {
+    LiveChecks.checkPeekRefundCounts(
+        RateLimiter.builder(new JedisSendCommand(client)).build(), id(), Mode.MODULE, "cluster");
   }
 
   @Test

@@ -1,7 +1,6 @@
 package io.github.redisslidingwindow;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -11,16 +10,10 @@ import io.lettuce.core.RedisClient;
 import io.lettuce.core.RedisURI;
 import io.lettuce.core.api.StatefulRedisConnection;
 import io.lettuce.core.codec.ByteArrayCodec;
-import java.util.ArrayList;
 import java.util.EnumMap;
 import java.util.List;
 import java.util.Map;
 import java.util.UUID;
-import java.util.concurrent.CountDownLatch;
-import java.util.concurrent.ExecutorService;
-import java.util.concurrent.Executors;
-import java.util.concurrent.Future;
-import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -114,82 +107,18 @@ class LettuceLiveTest {
   @ParameterizedTest
   @EnumSource(Kind.class)
   void checkPeekRefundCounts(Kind k) {
-    RateLimiter l = limiter(k);
-    String id = id();
-    for (int i = 1; i <= 3; i++) {
-      LimitResult r = l.check(id, 3, 3600);
-      assertTrue(r.allowed(), k + " check " + i);
-      assertEquals(i, r.count());
-      assertEquals(3 - i, r.remaining());
-      assertFalse(r.degraded());
-    }
-    assertEquals(k.mode, l.mode(), k + ": backend");
-    LimitResult denied = l.check(id, 3, 3600);
-    assertFalse(denied.allowed());
-    assertEquals(3, denied.count());
-    assertTrue(denied.retryAfter() > 0 && denied.retryAfter() <= 3600, "retry " + denied);
-
-    LimitResult peek = l.peek(id, 3, 3600);
-    assertFalse(peek.allowed());
-    assertEquals(3, peek.count());
-
-    LimitResult refund = l.refund(id, 3, 3600);
-    assertTrue(refund.allowed());
-    assertEquals(3, refund.count());
-    assertEquals(refund, l.peek(id, 3, 3600));
-
-    assertEquals(2, l.counts(id, 3600, CallOptions.defaults()).current());
-    l.reset(id);
-    assertEquals(0, l.counts(id, 3600, CallOptions.defaults()).current());
+    LiveChecks.checkPeekRefundCounts(limiter(k), id(), k.mode, k.toString());
   }
 
   @ParameterizedTest
   @EnumSource(Kind.class)
   void severalLimits(Kind k) {
-    RateLimiter l = limiter(k);
-    String id = id();
-    MultiLimitResult a = l.checkLimits(id, "2/second;100/minute", CallOptions.defaults());
-    assertTrue(a.allowed());
-    assertEquals(2, a.limits().size());
-    l.checkLimits(id, "2/second;100/minute", CallOptions.defaults());
-    MultiLimitResult d = l.checkLimits(id, "2/second;100/minute", CallOptions.defaults());
-    assertFalse(d.allowed());
-    assertEquals(0, d.governing());
-    assertTrue(d.limits().get(1).allowed(), "the minute limit alone would allow");
-    assertTrue(d.retryAfter() > 0 && d.retryAfter() <= 1000, "ms: " + d.retryAfter());
-    assertEquals(2, d.limits().get(1).count(), "a denied call counts nothing");
+    LiveChecks.severalLimits(limiter(k), id());
   }
 
   @ParameterizedTest
   @EnumSource(Kind.class)
   void fiftyThreadsGetExactlyTheLimit(Kind k) throws Exception {
-    RateLimiter l = limiter(k);
-    String id = id();
-    int threads = 50;
-    int limit = 20;
-    ExecutorService pool = Executors.newFixedThreadPool(threads);
-    CountDownLatch go = new CountDownLatch(1);
-    List<Future<Boolean>> answers = new ArrayList<>();
-    try {
-      for (int i = 0; i < threads; i++) {
-        answers.add(
-            pool.submit(
-                () -> {
-                  go.await();
-                  return l.check(id, limit, 3600).allowed();
-                }));
-      }
-      go.countDown();
-      int allowed = 0;
-      for (Future<Boolean> f : answers) {
-        if (f.get(60, TimeUnit.SECONDS)) {
-          allowed++;
-        }
-      }
-      assertEquals(limit, allowed, k + ": allowed of " + threads);
-      assertEquals(limit, l.peek(id, limit, 3600).count());
-    } finally {
-      pool.shutdownNow();
-    }
+    LiveChecks.fiftyThreadsGetExactlyTheLimit(limiter(k), id(), k.toString());
   }
 }

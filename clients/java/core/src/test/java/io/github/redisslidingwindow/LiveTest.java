@@ -5,14 +5,8 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.github.redisslidingwindow.jedis.JedisSendCommand;
-import java.util.ArrayList;
 import java.util.List;
 import java.util.UUID;
-import java.util.concurrent.CountDownLatch;
-import java.util.concurrent.ExecutorService;
-import java.util.concurrent.Executors;
-import java.util.concurrent.Future;
-import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -64,48 +58,10 @@ class LiveTest {
     };
   }
 
-  // Hour-long windows: a window boundary inside a test (the previous window's weight
-  // starting to fall) is unlikely to land in the few milliseconds it runs.
   @ParameterizedTest
   @EnumSource(TestServer.Kind.class)
   void checkPeekRefundCounts(TestServer.Kind k) {
-    RateLimiter l = limiter(k);
-    String id = id();
-    for (int i = 1; i <= 3; i++) {
-      LimitResult r = l.check(id, 3, 3600);
-      assertTrue(r.allowed(), k + " check " + i);
-      assertEquals(i, r.count());
-      assertEquals(3 - i, r.remaining());
-      assertEquals(-1, r.retryAfter());
-      assertFalse(r.degraded());
-    }
-    assertEquals(expectedMode(k), l.mode(), k + ": backend");
-    LimitResult denied = l.check(id, 3, 3600);
-    assertFalse(denied.allowed());
-    assertEquals(3, denied.count());
-    assertTrue(denied.retryAfter() > 0 && denied.retryAfter() <= 3600, "retry " + denied);
-    assertTrue(denied.retryAfterSeconds().isPresent());
-
-    LimitResult peek = l.peek(id, 3, 3600);
-    assertFalse(peek.allowed());
-    assertEquals(3, peek.count());
-
-    // The reply of a refund is what PEEK answers right after it: the estimate with this
-    // request, allowed again.
-    LimitResult refund = l.refund(id, 3, 3600);
-    assertTrue(refund.allowed());
-    assertEquals(3, refund.count());
-    assertEquals(0, refund.remaining());
-    assertEquals(refund, l.peek(id, 3, 3600));
-    assertEquals(refund, l.peek(id, 3, 3600), "peek counts nothing");
-
-    WindowCounts c = l.counts(id, 3600, CallOptions.defaults());
-    assertEquals(2, c.current());
-    assertFalse(c.degraded());
-
-    l.reset(id);
-    assertEquals(0, l.counts(id, 3600, CallOptions.defaults()).current());
-    assertEquals(1, l.peek(id, 3, 3600).count());
+    LiveChecks.checkPeekRefundCounts(limiter(k), id(), expectedMode(k), k.toString());
   }
 
   @ParameterizedTest
@@ -130,21 +86,7 @@ class LiveTest {
   @ParameterizedTest
   @EnumSource(TestServer.Kind.class)
   void severalLimitsAndRateStrings(TestServer.Kind k) {
-    RateLimiter l = limiter(k);
-    String id = id();
-    MultiLimitResult a = l.checkLimits(id, "2/second;100/minute", CallOptions.defaults());
-    assertTrue(a.allowed());
-    assertTrue(a.ms());
-    assertEquals(2, a.limits().size());
-    assertEquals(0, a.governing(), "fewest remaining: the 2/second limit");
-    l.checkLimits(id, "2/second;100/minute", CallOptions.defaults());
-    MultiLimitResult d = l.checkLimits(id, "2/second;100/minute", CallOptions.defaults());
-    assertFalse(d.allowed());
-    assertEquals(0, d.governing());
-    assertFalse(d.limits().get(0).allowed());
-    assertTrue(d.limits().get(1).allowed(), "the minute limit alone would allow");
-    assertTrue(d.retryAfter() > 0 && d.retryAfter() <= 1000, "ms: " + d.retryAfter());
-    assertEquals(2, d.limits().get(1).count(), "a denied call counts nothing");
+    LiveChecks.severalLimits(limiter(k), id());
   }
 
   @ParameterizedTest
@@ -163,34 +105,7 @@ class LiveTest {
   @ParameterizedTest
   @EnumSource(TestServer.Kind.class)
   void fiftyThreadsGetExactlyTheLimit(TestServer.Kind k) throws Exception {
-    RateLimiter l = limiter(k);
-    String id = id();
-    int threads = 50;
-    int limit = 20;
-    ExecutorService pool = Executors.newFixedThreadPool(threads);
-    CountDownLatch go = new CountDownLatch(1);
-    List<Future<Boolean>> answers = new ArrayList<>();
-    try {
-      for (int i = 0; i < threads; i++) {
-        answers.add(
-            pool.submit(
-                () -> {
-                  go.await();
-                  return l.check(id, limit, 3600).allowed();
-                }));
-      }
-      go.countDown();
-      int allowed = 0;
-      for (Future<Boolean> f : answers) {
-        if (f.get(60, TimeUnit.SECONDS)) {
-          allowed++;
-        }
-      }
-      assertEquals(limit, allowed, k + ": allowed of " + threads);
-      assertEquals(limit, l.peek(id, limit, 3600).count());
-    } finally {
-      pool.shutdownNow();
-    }
+    LiveChecks.fiftyThreadsGetExactlyTheLimit(limiter(k), id(), k.toString());
   }
 
   @Test

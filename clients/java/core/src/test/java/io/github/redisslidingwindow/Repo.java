@@ -4,10 +4,10 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 
 /** The repository root: SLIDINGWINDOW_REPO, else the build's property, else relative paths. */
-final class Repo {
+public final class Repo {
   private Repo() {}
 
-  static Path root() {
+  public static Path root() {
     String env = System.getenv("SLIDINGWINDOW_REPO");
     if (env != null && !env.isEmpty()) {
       return Path.of(env).toAbsolutePath().normalize();

@@ -18,9 +18,10 @@ import java.util.concurrent.atomic.AtomicInteger;
  * A real redis-server on a free 127.0.0.1 port, stopped by {@link #close()}: Redis 7.0 with the
  * module, Redis 7.0 without it (library only, MODULE command off), or Redis 6.2 (EVALSHA).
  * REDIS_SERVER and REDIS62_SERVER override the binaries, as in the repository's other suites.
+ * Public for the other modules' tests (the core's test-jar).
  */
-final class TestServer implements AutoCloseable {
-  enum Kind {
+public final class TestServer implements AutoCloseable {
+  public enum Kind {
     MODULE,
     LIBRARY_ONLY,
     REDIS62
@@ -28,9 +29,9 @@ final class TestServer implements AutoCloseable {
 
   private static final AtomicInteger SEQ = new AtomicInteger();
 
-  final Kind kind;
-  final int port;
-  final Path dir;
+  public final Kind kind;
+  public final int port;
+  public final Path dir;
   private final Process process;
 
   private TestServer(Kind kind, int port, Path dir, Process process) {
@@ -40,7 +41,7 @@ final class TestServer implements AutoCloseable {
     this.process = process;
   }
 
-  static Path binary(Kind kind) {
+  public static Path binary(Kind kind) {
     if (kind == Kind.REDIS62) {
       String env62 = System.getenv("REDIS62_SERVER");
       if (env62 != null && !env62.isEmpty()) {
@@ -56,7 +57,7 @@ final class TestServer implements AutoCloseable {
     return Path.of(env != null && !env.isEmpty() ? env : "redis-server");
   }
 
-  static Path module() {
+  public static Path module() {
     Path p = Repo.root().resolve("target/release/libredis_slidingwindow.so");
     if (!Files.exists(p)) {
       throw new IllegalStateException(p + " is missing: run `make build` first");
@@ -64,7 +65,7 @@ final class TestServer implements AutoCloseable {
     return p;
   }
 
-  static int freePort() throws IOException {
+  public static int freePort() throws IOException {
     try (ServerSocket s = new ServerSocket()) {
       s.setReuseAddress(false);
       s.bind(new InetSocketAddress("127.0.0.1", 0));
@@ -72,12 +73,19 @@ final class TestServer implements AutoCloseable {
     }
   }
 
-  static TestServer start(Kind kind) throws IOException, InterruptedException {
+  public static TestServer start(Kind kind) throws IOException, InterruptedException {
     return start(kind, 0);
   }
 
   /** On this port (0: a free one, retried on a race). */
-  static TestServer start(Kind kind, int fixedPort) throws IOException, InterruptedException {
+  public static TestServer start(Kind kind, int fixedPort)
+      throws IOException, InterruptedException {
+    return start(kind, fixedPort, List.of());
+  }
+
+  /** On this port (0: a free one), with these further server arguments. */
+  public static TestServer start(Kind kind, int fixedPort, List<String> extra)
+      throws IOException, InterruptedException {
     Path dir =
         Files.createTempDirectory(
             "sw-javaclient-" + ProcessHandle.current().pid() + "-" + SEQ.incrementAndGet() + "-");
@@ -109,6 +117,7 @@ final class TestServer implements AutoCloseable {
       if (kind == Kind.LIBRARY_ONLY) {
         cmd.addAll(List.of("--enable-module-command", "no"));
       }
+      cmd.addAll(extra);
       Process p =
           new ProcessBuilder(cmd)
               .redirectOutput(ProcessBuilder.Redirect.DISCARD)

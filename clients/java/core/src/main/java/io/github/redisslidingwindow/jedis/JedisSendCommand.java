@@ -6,18 +6,34 @@ import io.github.redisslidingwindow.SendCommand;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Locale;
+import java.util.Map;
 import java.util.Objects;
+import redis.clients.jedis.BuilderFactory;
+import redis.clients.jedis.CommandArguments;
+import redis.clients.jedis.CommandObject;
+import redis.clients.jedis.HostAndPort;
+import redis.clients.jedis.RedisClusterClient;
 import redis.clients.jedis.UnifiedJedis;
 import redis.clients.jedis.commands.ProtocolCommand;
+import redis.clients.jedis.exceptions.JedisBroadcastException;
 import redis.clients.jedis.exceptions.JedisConnectionException;
 import redis.clients.jedis.exceptions.JedisDataException;
 
-/** {@link SendCommand} on a Jedis {@link UnifiedJedis} (RedisClient, JedisPooled, ...). */
+/**
+ * {@link SendCommand} on a Jedis {@link UnifiedJedis}: RedisClient, JedisPooled, ... and {@link
+ * RedisClusterClient}. On a cluster a command is routed by its key (the key of {@code FCALL}/{@code
+ * EVALSHA}/{@code EVAL} after numkeys, else the first argument), and the keyless commands the
+ * limiter sends to find or load its library ({@code FUNCTION ...}, {@code SCRIPT ...}, {@code
+ * FCALL_RO slidingwindow_version 0}) go to every node, so each primary gets the library.
+ */
 public final class JedisSendCommand implements SendCommand {
   private final UnifiedJedis jedis;
+  private final RedisClusterClient cluster;
 
   public JedisSendCommand(UnifiedJedis jedis) {
     this.jedis = Objects.requireNonNull(jedis);
+    this.cluster = jedis instanceof RedisClusterClient c ? c : null;
   }
 
   private record Named(byte[] raw) implements ProtocolCommand {
@@ -27,19 +43,68 @@ public final class JedisSendCommand implements SendCommand {
     }
   }
 
+  /**
+   * The key a command is routed by, or null for a keyless one: after numkeys for FCALL, FCALL_RO,
+   * EVAL and EVALSHA; none for FUNCTION, SCRIPT and the other server commands below; else the first
+   * argument (DEL, the module's commands).
+   */
+  static String routingKey(List<String> command) {
+    String name = command.get(0).toUpperCase(Locale.ROOT);
+    switch (name) {
+      case "FCALL", "FCALL_RO", "EVAL", "EVALSHA", "EVAL_RO", "EVALSHA_RO" -> {
+        if (command.size() > 3 && !"0".equals(command.get(2))) {
+          return command.get(3);
+        }
+        return null;
+      }
+      case "FUNCTION", "SCRIPT", "PING", "TIME", "INFO", "MODULE", "COMMAND", "ACL", "CONFIG" -> {
+        return null;
+      }
+      default -> {
+        return command.size() > 1 ? command.get(1) : null;
+      }
+    }
+  }
+
   @Override
   public Object send(List<String> command) {
     ProtocolCommand name = new Named(command.get(0).getBytes(StandardCharsets.UTF_8));
     String[] args = command.subList(1, command.size()).toArray(new String[0]);
+    String key = cluster != null ? routingKey(command) : null;
     Object reply;
     try {
-      reply = jedis.sendCommand(name, args);
+      if (cluster == null) {
+        reply = jedis.sendCommand(name, args);
+      } else if (key != null) {
+        reply = jedis.sendCommand(key, name, args);
+      } else {
+        CommandArguments ca = new CommandArguments(name);
+        for (String a : args) {
+          ca.add(a);
+        }
+        reply = cluster.broadcastCommand(new CommandObject<>(ca, BuilderFactory.RAW_OBJECT));
+      }
     } catch (JedisConnectionException e) {
       throw new RedisUnavailableException(String.valueOf(e.getMessage()), e);
+    } catch (JedisBroadcastException e) {
+      throw broadcastError(e);
     } catch (JedisDataException e) {
       throw new RedisErrorReply(String.valueOf(e.getMessage()), e);
     }
     return plain(reply);
+  }
+
+  /** A node's error reply (a missing library on one primary), else an outage. */
+  private static RuntimeException broadcastError(JedisBroadcastException e) {
+    RuntimeException outage = null;
+    for (Map.Entry<HostAndPort, Object> r : e.getReplies().entrySet()) {
+      if (r.getValue() instanceof JedisConnectionException c) {
+        outage = new RedisUnavailableException(r.getKey() + ": " + c.getMessage(), e);
+      } else if (r.getValue() instanceof JedisDataException d) {
+        return new RedisErrorReply(String.valueOf(d.getMessage()), e);
+      }
+    }
+    return outage != null ? outage : new RedisErrorReply(String.valueOf(e.getMessage()), e);
   }
 
   private static Object plain(Object v) {

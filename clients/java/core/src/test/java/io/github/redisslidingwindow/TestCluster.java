@@ -1,0 +1,130 @@
+package io.github.redisslidingwindow;
+
+import java.io.IOException;
+import java.net.InetSocketAddress;
+import java.net.ServerSocket;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Set;
+import java.util.concurrent.TimeUnit;
+import redis.clients.jedis.HostAndPort;
+import redis.clients.jedis.RedisClient;
+import redis.clients.jedis.commands.ProtocolCommand;
+
+/**
+ * A cluster of real redis-server 7.0 processes with the module ({@code cluster-enabled yes}, no
+ * replicas) on free 127.0.0.1 ports, made by {@code redis-cli --cluster create} and stopped by
+ * {@link #close()}. REDIS_CLI overrides the redis-cli binary.
+ */
+final class TestCluster implements AutoCloseable {
+  final List<TestServer> nodes;
+
+  private TestCluster(List<TestServer> nodes) {
+    this.nodes = nodes;
+  }
+
+  /** A port free a moment ago with port + 10000 (its cluster bus) free too. */
+  static int freePortPair() throws IOException {
+    for (int i = 0; i < 1000; i++) {
+      int port = TestServer.freePort();
+      if (port > 55535) {
+        continue;
+      }
+      try (ServerSocket s = new ServerSocket()) {
+        s.bind(new InetSocketAddress("127.0.0.1", port + 10000));
+        return port;
+      } catch (IOException busy) {
+        // try another
+      }
+    }
+    throw new IOException("no free port pair");
+  }
+
+  static TestCluster start(int masters) throws Exception {
+    List<TestServer> nodes = new ArrayList<>();
+    try {
+      for (int i = 0; i < masters; i++) {
+        nodes.add(
+            TestServer.start(
+                TestServer.Kind.MODULE,
+                freePortPair(),
+                List.of(
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-config-file",
+                    "nodes.conf",
+                    "--cluster-node-timeout",
+                    "3000")));
+      }
+      String env = System.getenv("REDIS_CLI");
+      List<String> cmd = new ArrayList<>();
+      cmd.add(env != null && !env.isEmpty() ? env : "redis-cli");
+      cmd.addAll(List.of("--cluster", "create"));
+      for (TestServer n : nodes) {
+        cmd.add("127.0.0.1:" + n.port);
+      }
+      cmd.addAll(List.of("--cluster-replicas", "0", "--cluster-yes"));
+      Process p = new ProcessBuilder(cmd).redirectErrorStream(true).start();
+      String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+      if (!p.waitFor(60, TimeUnit.SECONDS)
+          || p.exitValue() != 0
+          || !out.contains("All 16384 slots covered")) {
+        throw new IllegalStateException("cluster create: " + out);
+      }
+      TestCluster c = new TestCluster(nodes);
+      c.awaitConverged(masters);
+      return c;
+    } catch (Exception e) {
+      for (TestServer n : nodes) {
+        n.close();
+      }
+      throw e;
+    }
+  }
+
+  private record Named(String name) implements ProtocolCommand {
+    @Override
+    public byte[] getRaw() {
+      return name.getBytes(StandardCharsets.UTF_8);
+    }
+  }
+
+  /** Every node says cluster_state:ok and knows every master's slots. */
+  private void awaitConverged(int masters) throws InterruptedException {
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+    outer:
+    while (true) {
+      if (System.nanoTime() > deadline) {
+        throw new IllegalStateException("cluster did not converge");
+      }
+      for (TestServer n : nodes) {
+        try (RedisClient c = RedisClient.create("127.0.0.1", n.port)) {
+          String info = new String((byte[]) c.sendCommand(new Named("CLUSTER"), "INFO"));
+          List<?> slots = (List<?>) c.sendCommand(new Named("CLUSTER"), "SLOTS");
+          if (!info.contains("cluster_state:ok") || slots.size() != masters) {
+            Thread.sleep(100);
+            continue outer;
+          }
+        }
+      }
+      return;
+    }
+  }
+
+  Set<HostAndPort> seeds() {
+    Set<HostAndPort> s = new HashSet<>();
+    for (TestServer n : nodes) {
+      s.add(new HostAndPort("127.0.0.1", n.port));
+    }
+    return s;
+  }
+
+  @Override
+  public void close() throws InterruptedException {
+    for (TestServer n : nodes) {
+      n.close();
+    }
+  }
+}

@@ -189,6 +189,25 @@ def _node_outage() -> str:
     return (RESULTS / "node-outage.md").read_text().strip()
 
 
+def _limit_excess() -> str:
+    """The main README's sentence on what a short LIMIT leaves of the excess over the limit:
+    the adversarial runs' worst window, module alone against module + LIMIT."""
+    runs = _load("accuracy.json")["adversarial"]
+    parts = []
+    for name, words in (("burst_then_stream", "the full limit at a window's end, then a stream"),
+                        ("retry_after", "retries at retry_after")):
+        lim = min(runs[name], key=int)
+        r = runs[name][lim]
+        alone, same, twice = (r[k]["max_in_window"] - 1 for k in
+                              ("module", "module_limit", "module_limit_burst"))
+        share = (lambda x: f" ({x / alone:.2f} of it)") if alone > 0 else (lambda x: "")
+        parts.append(f"{words} (limit {int(lim):,}): {alone:.2f} x the limit of excess in one "
+                     f"true window alone, {same:.2f} with L/10 per W/10{share(same)}, "
+                     f"{twice:.2f} with L/5 per W/10{share(twice)}")
+    return ("What a short limit leaves of the excess, in the committed `make accuracy` run: "
+            + "; ".join(parts) + ".")
+
+
 BLOCKS: dict[str, Callable[[], str]] = {
     "lua-stream": _lua_stream,
     "readme-lua-stream": _readme_lua_stream,
@@ -197,6 +216,7 @@ BLOCKS: dict[str, Callable[[], str]] = {
     "accuracy-mix": _accuracy("Realistic mix"),
     "accuracy-adversarial": _accuracy("Adversarial patterns"),
     "accuracy-memory": _accuracy("Memory and server time"),
+    "accuracy-limit-excess": _limit_excess,
     "bench-stream-allowed": _stream_allowed,
     "bench-duration": _bench_duration,
     "node-bench": _node_bench,

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """The measured figures the READMEs show, written between markers from the committed
-results (bench/results/*.json), so that a README says what the committed run says.
+results (bench/results/*.json, and node-outage.md as `npm run bench:outage` writes it), so
+that a README says what the committed run says.
 
     python3 bench/readme_blocks.py           # rewrite every block in every README
     python3 bench/readme_blocks.py --check   # exit 1 naming each block that differs
@@ -12,7 +13,9 @@ A block is
     <!-- figures:end -->
 
 and NAME one of BLOCKS below. `make bench` and `make accuracy` rewrite the blocks after
-their run; bench/test_readme_blocks.py (in `make test`) fails when a block is stale.
+their run; after `make bench-node`, `make bench-rust` or `npm run bench:outage` alone, run
+this script. bench/test_readme_blocks.py (in `make test`) fails when a block is stale, and
+when a README quotes a server time or a rate outside a block.
 The README's Performance block keeps its own markers (bench/bench.py --update-readme)
 and is checked here too.
 """

@@ -141,8 +141,8 @@ def _readme_lua_stream() -> str:
 def _stream_allowed() -> str:
     """bench/README's sentence: the share of the Zipf stream's calls allowed, module and seed."""
     d = _load("latest.json")
-    share = {s["short"]: [s["cases"][k]["allowed_fraction"] for k in ("stream_check", "stream_seed")]
-             for s in d["servers"]}
+    share = {s["short"]: [s["cases"][k]["allowed_fraction"]
+                          for k in ("stream_check", "stream_seed")] for s in d["servers"]}
     every = [f for pair in share.values() for f in pair]
     r7 = share["redis7"]
     return (f"Allowed in the committed full run: {100 * r7[0]:.1f}% of the module's calls and "
@@ -152,14 +152,15 @@ def _stream_allowed() -> str:
 
 
 def _bench_duration() -> str:
-    """bench/README's Duration: how long the committed full run took, and where."""
+    """bench/README's Duration: how long the committed full run took, on what machine."""
     d = _load("latest.json")
     m, took, n = d["machine"], d["seconds"], len(d["servers"])
     minutes, seconds = divmod(round(took), 60)
     return (f"The committed full run on the {n} servers took {minutes} min "
             f"{seconds} s ({took:,.0f} s, \"took\" in `latest.md`) on {m['cpu']} with "
             f"{m['cores']} cores, load average {m['loadavg_start'][0]:.2f} at the start and "
-            f"{m['loadavg_end'][0]:.2f} at the end: about {took / n / 60:.1f} minutes per server.")
+            f"{m['loadavg_end'][0]:.2f} at the end: about {took / n / 60:.1f} minutes per "
+            "server.")
 
 
 def _node_bench() -> str:
@@ -169,10 +170,11 @@ def _node_bench() -> str:
             "call |", "|---|---|---|---|---|---|"]
     for s in d["summary"]:
         none = s["store"] == "none"
+        command = "-" if none else f"{s['command'].upper()}, {s['usecPerCall']:.2f}"
         rows.append(f"| {'no limiter' if none else s['store']} | {s['reqPerSec']:.0f} "
                     f"| {s['p50ms']:.1f} | {s['p99ms']:.1f} "
                     f"| {'-' if none else format(s['serverUsecPerRequest'], '.2f')} "
-                    f"| {'-' if none else s['command'].upper() + ', ' + format(s['usecPerCall'], '.2f')} |")
+                    f"| {command} |")
     by = {s["store"]: s for s in d["summary"]}
     ours, theirs = by["slidingwindow"], by["rate-limit-redis"]
     rps = {(r["store"], r["round"]): r["reqPerSec"] for r in d["runs"]}
@@ -183,8 +185,9 @@ def _node_bench() -> str:
             f"{d['rounds']} rounds (means below); {d['env']}.\n\n" + "\n".join(rows) + "\n\n"
             f"Redis server time per request: {ours['serverUsecPerRequest']:.2f} µs with our store "
             f"against {theirs['serverUsecPerRequest']:.2f} µs with rate-limit-redis "
-            f"({ours['serverUsecPerRequest'] / theirs['serverUsecPerRequest']:.2f} x). Requests per "
-            f"second through HTTP, our store against rate-limit-redis, round by round: {words}.")
+            f"({ours['serverUsecPerRequest'] / theirs['serverUsecPerRequest']:.2f} x). Requests "
+            f"per second through HTTP, our store against rate-limit-redis, round by round: "
+            f"{words}.")
 
 
 def _node_outage() -> str:

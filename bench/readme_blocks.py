@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """The measured figures the READMEs show, written between markers from the committed
-results (bench/results/*.json), so that a README says what the committed run says.
+results (bench/results/*.json, and node-outage.md as `npm run bench:outage` writes it), so
+that a README says what the committed run says.
 
     python3 bench/readme_blocks.py           # rewrite every block in every README
     python3 bench/readme_blocks.py --check   # exit 1 naming each block that differs
@@ -12,7 +13,9 @@ A block is
     <!-- figures:end -->
 
 and NAME one of BLOCKS below. `make bench` and `make accuracy` rewrite the blocks after
-their run; bench/test_readme_blocks.py (in `make test`) fails when a block is stale.
+their run; after `make bench-node`, `make bench-rust` or `npm run bench:outage` alone, run
+this script. bench/test_readme_blocks.py (in `make test`) fails when a block is stale, and
+when a README quotes a server time or a rate outside a block.
 The README's Performance block keeps its own markers (bench/bench.py --update-readme)
 and is checked here too.
 """
@@ -135,6 +138,82 @@ def _readme_lua_stream() -> str:
             f"{max(module):.1f} x across the {len(module)} servers).")
 
 
+def _stream_allowed() -> str:
+    """bench/README's sentence: the share of the Zipf stream's calls allowed, module and seed."""
+    d = _load("latest.json")
+    share = {s["short"]: [s["cases"][k]["allowed_fraction"]
+                          for k in ("stream_check", "stream_seed")] for s in d["servers"]}
+    every = [f for pair in share.values() for f in pair]
+    r7 = share["redis7"]
+    return (f"Allowed in the committed full run: {100 * r7[0]:.1f}% of the module's calls and "
+            f"{100 * r7[1]:.1f}% of the seed's on Redis 7.0 ({100 * min(every):.1f}% to "
+            f"{100 * max(every):.1f}% for either across the {len(share)} servers), the rest "
+            "denied.")
+
+
+def _bench_duration() -> str:
+    """bench/README's Duration: how long the committed full run took, on what machine."""
+    d = _load("latest.json")
+    m, took, n = d["machine"], d["seconds"], len(d["servers"])
+    minutes, seconds = divmod(round(took), 60)
+    return (f"The committed full run on the {n} servers took {minutes} min "
+            f"{seconds} s ({took:,.0f} s, \"took\" in `latest.md`) on {m['cpu']} with "
+            f"{m['cores']} cores, load average {m['loadavg_start'][0]:.2f} at the start and "
+            f"{m['loadavg_end'][0]:.2f} at the end: about {took / n / 60:.1f} minutes per "
+            "server.")
+
+
+def _node_bench() -> str:
+    """bench/results/node.json (make bench-node) as the Node README's table and comparison."""
+    d = _load("node.json")
+    rows = ["| store | req/s | p50 ms | p99 ms | Redis server µs per request | its command, µs per "
+            "call |", "|---|---|---|---|---|---|"]
+    for s in d["summary"]:
+        none = s["store"] == "none"
+        command = "-" if none else f"{s['command'].upper()}, {s['usecPerCall']:.2f}"
+        rows.append(f"| {'no limiter' if none else s['store']} | {s['reqPerSec']:.0f} "
+                    f"| {s['p50ms']:.1f} | {s['p99ms']:.1f} "
+                    f"| {'-' if none else format(s['serverUsecPerRequest'], '.2f')} "
+                    f"| {command} |")
+    by = {s["store"]: s for s in d["summary"]}
+    ours, theirs = by["slidingwindow"], by["rate-limit-redis"]
+    rps = {(r["store"], r["round"]): r["reqPerSec"] for r in d["runs"]}
+    rounds = sorted({r["round"] for r in d["runs"]})
+    per = [100 * (rps[("slidingwindow", n)] / rps[("rate-limit-redis", n)] - 1) for n in rounds]
+    words = ", ".join(f"{abs(p):.0f}% {'fewer' if p < 0 else 'more'}" for p in per)
+    return (f"At commit {d['commit']}, {d['connections']} connections, {d['duration']} s per run, "
+            f"{d['rounds']} rounds (means below); {d['env']}.\n\n" + "\n".join(rows) + "\n\n"
+            f"Redis server time per request: {ours['serverUsecPerRequest']:.2f} µs with our store "
+            f"against {theirs['serverUsecPerRequest']:.2f} µs with rate-limit-redis "
+            f"({ours['serverUsecPerRequest'] / theirs['serverUsecPerRequest']:.2f} x). Requests "
+            f"per second through HTTP, our store against rate-limit-redis, round by round: "
+            f"{words}.")
+
+
+def _node_outage() -> str:
+    """bench/results/node-outage.md (npm run bench:outage), as the bench wrote it."""
+    return (RESULTS / "node-outage.md").read_text().strip()
+
+
+def _limit_excess() -> str:
+    """The main README's sentence on what a short LIMIT leaves of the excess over the limit:
+    the adversarial runs' worst window, module alone against module + LIMIT."""
+    runs = _load("accuracy.json")["adversarial"]
+    parts = []
+    for name, words in (("burst_then_stream", "the full limit at a window's end, then a stream"),
+                        ("retry_after", "retries at retry_after")):
+        lim = min(runs[name], key=int)
+        r = runs[name][lim]
+        alone, same, twice = (r[k]["max_in_window"] - 1 for k in
+                              ("module", "module_limit", "module_limit_burst"))
+        share = (lambda x: f" ({x / alone:.2f} of it)") if alone > 0 else (lambda x: "")
+        parts.append(f"{words} (limit {int(lim):,}): {alone:.2f} x the limit of excess in one "
+                     f"true window alone, {same:.2f} with L/10 per W/10{share(same)}, "
+                     f"{twice:.2f} with L/5 per W/10{share(twice)}")
+    return ("What a short limit leaves of the excess, in the committed `make accuracy` run: "
+            + "; ".join(parts) + ".")
+
+
 BLOCKS: dict[str, Callable[[], str]] = {
     "lua-stream": _lua_stream,
     "readme-lua-stream": _readme_lua_stream,
@@ -143,6 +222,11 @@ BLOCKS: dict[str, Callable[[], str]] = {
     "accuracy-mix": _accuracy("Realistic mix"),
     "accuracy-adversarial": _accuracy("Adversarial patterns"),
     "accuracy-memory": _accuracy("Memory and server time"),
+    "accuracy-limit-excess": _limit_excess,
+    "bench-stream-allowed": _stream_allowed,
+    "bench-duration": _bench_duration,
+    "node-bench": _node_bench,
+    "node-outage": _node_outage,
 }
 
 

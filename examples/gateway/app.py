@@ -8,7 +8,7 @@ Configured by environment variables:
     TRUSTED_PROXIES  comma-separated networks of the proxies in front of the app, whose
                      X-Forwarded-For is believed (default: none, so it is ignored)
     FAIL_OPEN        1 (default) lets requests through while Redis is down; 0 answers 503
-    DENY_CACHE       1 (default) answers known refusals locally (slidingwindow.deny_cache); 0 off
+    DENY_CACHE       1 (default) answers known refusals locally (slidingwindow.core.deny_cache); 0 off
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 
 import redis
-from slidingwindow._limits_commands import sliding_window
+from slidingwindow.storage.commands import sliding_window
 from slidingwindow_testing import RedisServer
 
 EXPIRIES = (1, 2, 10, 60, 3600)  # seconds

@@ -14,7 +14,7 @@ import pytest
 import redis
 from slidingwindow_testing import Kind, RedisServer
 from slidingwindow import library
-from slidingwindow.backend import Backend, run_sync
+from slidingwindow.core.backend import Backend, run_sync
 from slidingwindow_testing.fixtures import (
     cluster,
     own_server,

@@ -26,8 +26,8 @@ from slidingwindow import (
     connect_async,
 )
 from slidingwindow.asgi import RateLimitMiddleware
-from slidingwindow.http_identity import IdentityFn
-from slidingwindow.policy import Routes
+from slidingwindow.http.request_identity import IdentityFn
+from slidingwindow.http.policy import Routes
 from slidingwindow.wsgi import RateLimitWSGIMiddleware
 
 STACKS = ["asgi", "wsgi"]

@@ -26,7 +26,7 @@ from slidingwindow import (
     connect_async,
 )
 from slidingwindow import library
-from slidingwindow.backend import LibraryNotLoadedError, Mode
+from slidingwindow.core.backend import LibraryNotLoadedError, Mode
 from slidingwindow_testing import Kind, RedisClusterProcs, RedisServer
 
 

@@ -35,10 +35,10 @@ from slidingwindow import (
     limits_headers,
     rate_limit_headers,
 )
-from slidingwindow import deny_cache as deny_cache_module
-from slidingwindow.commands import CHECK, PEEK, REFUND
-from slidingwindow.deny_cache import DenyCache
-from slidingwindow.http_identity import ScopeIdentity, by_ip, header_api_key
+from slidingwindow.core import deny_cache as deny_cache_module
+from slidingwindow.core.commands import CHECK, PEEK, REFUND
+from slidingwindow.core.deny_cache import DenyCache
+from slidingwindow.http.request_identity import ScopeIdentity, by_ip, header_api_key
 from slidingwindow_testing.paths import REPO
 
 CONFORMANCE = REPO / "conformance"

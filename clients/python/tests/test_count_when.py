@@ -23,7 +23,7 @@ from slidingwindow import (
     connect_async,
 )
 from slidingwindow.asgi import RateLimitMiddleware
-from slidingwindow.policy import Policy, count_only_failures, count_only_successes
+from slidingwindow.http.policy import Policy, count_only_failures, count_only_successes
 from slidingwindow.wsgi import RateLimitWSGIMiddleware
 
 N = 3

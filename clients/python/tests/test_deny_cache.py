@@ -1,4 +1,4 @@
-"""The deny cache (slidingwindow.deny_cache): refusals answered without Redis, exactly.
+"""The deny cache (slidingwindow.core.deny_cache): refusals answered without Redis, exactly.
 
 Exactness is checked against the server itself: every cached refusal is followed at once
 by a PEEK with the same arguments sent straight to Redis, which must refuse too (with no
@@ -21,7 +21,7 @@ import redis.asyncio
 from slidingwindow_testing import RedisServer
 from slidingwindow import AsyncSlidingWindowRateLimiter, MultiLimitResult, SlidingWindowRateLimiter
 from slidingwindow.asgi import Policy, RateLimitMiddleware
-from slidingwindow.deny_cache import DenyCache
+from slidingwindow.core.deny_cache import DenyCache
 from slidingwindow.wsgi import RateLimitWSGIMiddleware
 
 SECONDS_LIMITS = [(10, 1), (100, 60)]

@@ -1,4 +1,4 @@
-"""The deny cache's single flight (slidingwindow.deny_cache): concurrent calls on one key
+"""The deny cache's single flight (slidingwindow.core.deny_cache): concurrent calls on one key
 and limits with nothing cached wait for one call's answer instead of all reaching Redis,
 and an allowed answer lets as many waiters go at once as it left quota. Counted on the
 server (INFO commandstats), against real servers; bounded by count."""

@@ -21,7 +21,7 @@ from slidingwindow import (
     connect,
     connect_async,
 )
-from slidingwindow.policy import Policy
+from slidingwindow.http.policy import Policy
 
 PROBE = 0.2
 

@@ -9,7 +9,7 @@ import pytest
 import redis
 
 from slidingwindow import RateLimitResult, SlidingWindowRateLimiter, rate_limit_headers
-from slidingwindow.headers import policy_header, sf_string
+from slidingwindow.http.headers import policy_header, sf_string
 
 
 @pytest.fixture

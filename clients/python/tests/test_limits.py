@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from slidingwindow import Limit, parse_limits
-from slidingwindow.rates import describe_ms
+from slidingwindow.core.rates import describe_ms
 
 
 def test_windows_are_in_ms() -> None:

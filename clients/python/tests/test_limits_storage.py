@@ -20,8 +20,8 @@ from limits.storage import RedisStorage, storage_from_string
 from limits.strategies import SlidingWindowCounterRateLimiter
 
 from slidingwindow_testing import Kind, RedisClusterProcs, RedisServer
-from slidingwindow.backend import Mode
-from slidingwindow._limits_commands import native_uri
+from slidingwindow.core.backend import Mode
+from slidingwindow.storage.commands import native_uri
 from slidingwindow.limits_storage import (
     AsyncSlidingWindowRedisClusterStorage,
     AsyncSlidingWindowRedisStorage,

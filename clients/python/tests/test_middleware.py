@@ -10,8 +10,8 @@ import pytest
 import redis
 from http_stacks import STACKS, keys, stack
 from slidingwindow_testing import RedisServer
-from slidingwindow.http_identity import ScopeIdentity, by_ip, header_api_key
-from slidingwindow.policy import Policy
+from slidingwindow.http.request_identity import ScopeIdentity, by_ip, header_api_key
+from slidingwindow.http.policy import Policy
 
 KEYS = {"k-alice", "k-bob"}
 PROXY = "127.0.0.1"  # the peer every request comes from in both stacks

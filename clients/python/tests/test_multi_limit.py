@@ -19,9 +19,9 @@ from slidingwindow import (
     MultiLimitResult,
     SlidingWindowRateLimiter,
 )
-from slidingwindow.guard import Refusal
-from slidingwindow.policy import Policy
-from slidingwindow.rates import MAX_RATES
+from slidingwindow.http.middleware import Refusal
+from slidingwindow.http.policy import Policy
+from slidingwindow.core.rates import MAX_RATES
 
 
 @pytest.fixture

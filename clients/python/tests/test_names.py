@@ -10,8 +10,8 @@ from slidingwindow import (
     MAX_LIMITS, AsyncSlidingWindowRateLimiter, LibraryNotLoadedError, Limit,
     SlidingWindowRateLimiter,
 )
-from slidingwindow.backend import BACKENDS
-from slidingwindow.rates import MAX_RATES, Rate, parse_limits
+from slidingwindow.core.backend import BACKENDS
+from slidingwindow.core.rates import MAX_RATES, Rate, parse_limits
 
 CALLS = ["check", "peek", "refund", "counts", "reset", "wait", "check_limits", "peek_limits",
          "refund_limits", "is_allowed"]
@@ -34,7 +34,7 @@ def test_old_names_are_deprecated_aliases() -> None:
         assert slidingwindow.Rate is Limit
     with pytest.warns(DeprecationWarning, match="use slidingwindow.MAX_LIMITS"):
         assert slidingwindow.MAX_RATES == MAX_LIMITS
-    assert Rate is Limit and MAX_RATES == MAX_LIMITS  # slidingwindow.rates keeps them too
+    assert Rate is Limit and MAX_RATES == MAX_LIMITS  # slidingwindow.core.rates keeps them too
     assert all(isinstance(limit, Limit) for limit in parse_limits("1/second;2/minute"))
     assert "Rate" not in slidingwindow.__all__ and "MAX_RATES" not in slidingwindow.__all__
     with pytest.raises(AttributeError):

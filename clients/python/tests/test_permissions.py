@@ -20,9 +20,9 @@ from slidingwindow import (
     MissingPermissionError,
     SlidingWindowRateLimiter,
     library,
-    permissions,
 )
-from slidingwindow.backend import Mode
+from slidingwindow.core import permissions
+from slidingwindow.core.backend import Mode
 from slidingwindow.limits_storage import SlidingWindowRedisStorage
 
 LIBRARY = list(LIBRARY_KINDS)  # redis7-managed ... valkey9-managed, redis62

@@ -24,8 +24,8 @@ import redis
 from slidingwindow_testing import RedisServer
 from slidingwindow_testing.kinds import KINDS, LIBRARY_KINDS
 from slidingwindow import SlidingWindowRateLimiter
-from slidingwindow.headers import limits_headers, rate_limit_headers
-from slidingwindow.backend import Mode
+from slidingwindow.http.headers import limits_headers, rate_limit_headers
+from slidingwindow.core.backend import Mode
 
 L, W = 5, 1000  # "5/second": W in ms
 RATE = 3 * L / W  # requests per ms: 3 x the limit (15 per second)

@@ -11,9 +11,9 @@ import pytest
 
 from http_stacks import STACKS, stack
 from slidingwindow_testing import RedisServer
-from slidingwindow.guard import Refusal
-from slidingwindow.http_identity import ScopeIdentity, by_ip
-from slidingwindow.policy import Policy
+from slidingwindow.http.middleware import Refusal
+from slidingwindow.http.request_identity import ScopeIdentity, by_ip
+from slidingwindow.http.policy import Policy
 
 TRUSTED = ["127.0.0.1/32"]  # the peer: X-Forwarded-For names the client
 DAY = 86400  # both runs fall in one window (a boundary between them would change counts)

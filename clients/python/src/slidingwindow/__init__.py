@@ -4,24 +4,27 @@
     limiter = SlidingWindowRateLimiter(connect("redis://127.0.0.1:6379"))
     allowed, count = limiter.is_allowed("user:42", limit=100, window_seconds=60)
 
-The ASGI middleware is in `slidingwindow.asgi`, the WSGI one in `slidingwindow.wsgi`.
+The ASGI middleware is in `slidingwindow.asgi`, the WSGI one in `slidingwindow.wsgi`, the
+`limits` storages in `slidingwindow.limits_storage`, the bundled Functions library in
+`slidingwindow.library`. Inside: `core/` (the limiter, its backends, circuit and deny cache),
+`http/` (what both middlewares share) and `storage/` (the `limits` storages).
 """
 
 import warnings
 from typing import Any
 
-from .aio import AsyncSlidingWindowRateLimiter
-from .backend import LibraryNotLoadedError
-from .connect import DEFAULT_TIMEOUT, connect, connect_async
-from .deny_cache import DenyCache
-from .failure import Circuit, is_unavailable
-from .headers import limits_headers, policy_header, rate_limit_headers
-from .identity import TrustedProxies, client_identity, client_ip, ip_key, parse_ip
-from .limiter import SlidingWindowRateLimiter
-from .limit import MAX_LIMITS, Limit
-from .permissions import MissingPermissionError
-from .rates import parse_limits
-from .result import MultiLimitResult, RateLimitResult, WindowCounts
+from .core.aio import AsyncSlidingWindowRateLimiter
+from .core.backend import LibraryNotLoadedError
+from .core.connect import DEFAULT_TIMEOUT, connect, connect_async
+from .core.deny_cache import DenyCache
+from .core.failure import Circuit, is_unavailable
+from .core.limit import MAX_LIMITS, Limit
+from .core.limiter import SlidingWindowRateLimiter
+from .core.permissions import MissingPermissionError
+from .core.rates import parse_limits
+from .core.result import MultiLimitResult, RateLimitResult, WindowCounts
+from .http.headers import limits_headers, policy_header, rate_limit_headers
+from .http.identity import TrustedProxies, client_identity, client_ip, ip_key, parse_ip
 
 __all__ = [
     "AsyncSlidingWindowRateLimiter",

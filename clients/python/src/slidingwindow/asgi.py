@@ -21,10 +21,10 @@ from __future__ import annotations
 import inspect
 from typing import Any, Awaitable, Callable, MutableMapping
 
-from .aio import AsyncSlidingWindowRateLimiter
-from .guard import MiddlewareBase, Refusal
-from .http_identity import ScopeIdentity, by_ip, header_api_key
-from .policy import Policy, count_only_failures, count_only_successes
+from .core.aio import AsyncSlidingWindowRateLimiter
+from .http.middleware import MiddlewareBase, Refusal
+from .http.request_identity import ScopeIdentity, by_ip, header_api_key
+from .http.policy import Policy, count_only_failures, count_only_successes
 
 __all__ = [
     "Policy",

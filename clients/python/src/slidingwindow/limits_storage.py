@@ -20,8 +20,8 @@ They extend limits' own Redis storages: the fixed and moving window strategies r
 limits' code unchanged; the sliding window counter runs on the module.
 """
 
-from ._limits_aio import AsyncSlidingWindowRedisClusterStorage, AsyncSlidingWindowRedisStorage
-from ._limits_sync import SlidingWindowRedisClusterStorage, SlidingWindowRedisStorage
+from .storage.aio import AsyncSlidingWindowRedisClusterStorage, AsyncSlidingWindowRedisStorage
+from .storage.sync import SlidingWindowRedisClusterStorage, SlidingWindowRedisStorage
 
 __all__ = [
     "AsyncSlidingWindowRedisClusterStorage",

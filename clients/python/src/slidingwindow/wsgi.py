@@ -11,7 +11,7 @@
     )
 
 The same policies, identities, headers, refusals and shadow mode as the ASGI middleware
-(both are built on `slidingwindow.guard`). Paths are matched against PATH_INFO, the
+(both are built on `slidingwindow.http.middleware`). Paths are matched against PATH_INFO, the
 path inside the app. The identity function must be synchronous. A policy with
 `count_when` is given back (REFUND) when `start_response`'s status does not count; an app
 that raises when called counts as a 500.
@@ -23,11 +23,11 @@ from http import HTTPStatus
 from types import TracebackType
 from typing import Any, Callable, Iterable, Optional, Union
 
-from .guard import MiddlewareBase, Refusal
-from .http_identity import ScopeIdentity, by_ip, header_api_key
-from .http_request import EnvironReader
-from .limiter import SlidingWindowRateLimiter
-from .policy import Policy, count_only_failures, count_only_successes
+from .http.middleware import MiddlewareBase, Refusal
+from .http.request_identity import ScopeIdentity, by_ip, header_api_key
+from .http.request import EnvironReader
+from .core.limiter import SlidingWindowRateLimiter
+from .http.policy import Policy, count_only_failures, count_only_successes
 
 __all__ = [
     "Policy",

@@ -7,8 +7,8 @@ from typing import Any
 from limits.storage import RedisClusterStorage, RedisStorage
 from limits.storage.base import TimestampedSlidingWindow
 
-from . import _limits_commands as cmd
-from .backend import Backend, run_sync
+from . import commands as cmd
+from ..core.backend import Backend, run_sync
 
 
 class _ModuleSlidingWindow(RedisStorage, TimestampedSlidingWindow):

@@ -48,7 +48,8 @@ import redis.asyncio.cluster
 import redis.cluster
 from redis.exceptions import NoPermissionError, NoScriptError, RedisError, ResponseError
 
-from . import library, permissions
+from .. import library
+from . import permissions
 from .commands import CHECK, FUNCTIONS
 
 LOGGER = logging.getLogger("slidingwindow")

@@ -8,8 +8,8 @@ from limits.aio.storage import RedisClusterStorage, RedisStorage
 from limits.errors import ConfigurationError
 from limits.storage.base import TimestampedSlidingWindow
 
-from . import _limits_commands as cmd
-from .backend import Backend, run_async
+from . import commands as cmd
+from ..core.backend import Backend, run_async
 
 # The bridges of limits.aio that talk through a redis-py style client (execute_command
 # with plain arguments): redis.asyncio and valkey.asyncio. coredis is not supported.

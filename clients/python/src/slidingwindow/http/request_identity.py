@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Awaitable, Callable, Iterable, Optional, Union
 
-from .http_request import Request, read
+from .request import Request, read
 from .identity import NetworkLike, TrustedProxies, client_identity
 
 IdentityFn = Callable[[Request], Union[str, Awaitable[str]]]

@@ -9,13 +9,13 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Callable, ContextManager, Generic, Optional, TypeVar
 
-from . import deny_cache as deny
+from ..core import deny_cache as deny
 
 from .headers import limits_headers
-from .http_identity import IdentityFn, ScopeIdentity
-from .http_request import Request, read
+from .request_identity import IdentityFn, ScopeIdentity
+from .request import Request, read
 from .policy import Policy, Routes, RouteTable
-from .result import MultiLimitResult, RateLimitResult
+from ..core.result import MultiLimitResult, RateLimitResult
 
 SHADOW_LOGGER = logging.getLogger("slidingwindow.shadow")
 

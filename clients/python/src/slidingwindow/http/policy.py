@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
-from ._core import Limits, as_pairs
+from ..core.base import Limits, as_pairs
 from .headers import sf_string
-from .http_identity import IdentityFn
+from .request_identity import IdentityFn
 
 
 # Whether a response with this HTTP status counts against the limit (see Policy.count_when).

@@ -10,7 +10,7 @@ from typing import Any, Optional, Union
 
 from limits.errors import ConfigurationError
 
-from .commands import CHECK, COUNTS, PEEK
+from ..core.commands import CHECK, COUNTS, PEEK
 
 SCHEME_TAG = "slidingwindow"
 # One key per limit and identity, apart from the keys limits' fixed and moving windows

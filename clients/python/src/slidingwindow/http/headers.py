@@ -22,7 +22,7 @@ limit allows the same request again.
 
 from __future__ import annotations
 
-from .result import MultiLimitResult, RateLimitResult
+from ..core.result import MultiLimitResult, RateLimitResult
 
 
 def sf_string(value: str) -> str:

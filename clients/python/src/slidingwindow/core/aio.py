@@ -10,7 +10,7 @@ import asyncio
 import time
 from typing import Any, Optional, Protocol, Sequence
 
-from ._core import Command, LimiterBase, Limits, T, pause_before_retry
+from .base import Command, LimiterBase, Limits, T, pause_before_retry
 from .commands import CHECK, PEEK, REFUND
 from . import deny_cache
 from .backend import run_async

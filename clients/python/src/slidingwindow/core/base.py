@@ -114,11 +114,11 @@ class LimiterBase(Generic[ClientT]):
     probe_interval: during an outage, seconds between two background probes.
     logger: where the outage and recovery lines go (default: logging "slidingwindow").
     deny_cache: remember refusals until Redis could first allow them, and answer them
-        without Redis (`slidingwindow.deny_cache`): True for a default `DenyCache`, or
+        without Redis (`slidingwindow.core.deny_cache`): True for a default `DenyCache`, or
         one; off by default here, on by default in the middlewares.
     backend: "auto" (default): the module's commands where the server has the module,
         else the Functions library (loaded when missing, if this user may); "module" or
-        "library" forces one (see slidingwindow.backend).
+        "library" forces one (see slidingwindow.core.backend).
     """
 
     def __init__(

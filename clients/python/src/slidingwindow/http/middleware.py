@@ -164,7 +164,7 @@ class MiddlewareBase(Generic[AppT, LimiterT]):
 
     deny_cache: True (default) gives the limiter a default `DenyCache` unless it has one
         (refusals answered without Redis until Redis could allow them: see
-        `slidingwindow.deny_cache`); a `DenyCache` sets that one on the limiter; False
+        `slidingwindow.core.deny_cache`); a `DenyCache` sets that one on the limiter; False
         leaves the limiter as it is and this middleware's calls bypass any cache. Shadow
         mode always bypasses it.
     """

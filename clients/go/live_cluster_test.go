@@ -11,8 +11,12 @@ import (
 )
 
 func TestLiveFrozen(t *testing.T) {
+	eachAdapter(t, func(t *testing.T, a adapter) { frozen(t, a) })
+}
+
+func frozen(t *testing.T, a adapter) {
 	s := moduleServer(t)
-	l := New(GoRedis(client(t, s)), Options{Timeout: 300 * time.Millisecond})
+	l := New(a.single(t, s), Options{Timeout: 300 * time.Millisecond})
 	if _, err := l.Check(context.Background(), "x", NewCall(3, 60)); err != nil {
 		t.Fatal(err)
 	}
@@ -37,15 +41,17 @@ func TestLiveFrozen(t *testing.T) {
 	t.Logf("frozen: first answer in %v, the next in %v", first, time.Since(start))
 }
 
-// TestLiveCluster: 3 masters of Redis 7.0 without the module; the library loaded on
-// each by the client; ids spread over the slots.
-func TestLiveCluster(t *testing.T) {
+// startCluster: 3 masters of Redis 7.0 without the module, slots split in three; it
+// returns the servers once every node reports cluster_state:ok.
+func startCluster(t *testing.T) []*server {
+	var nodes []*server
 	var addrs []string
 	for i := 0; i < 3; i++ {
 		p := freePort(t)
 		s := &server{t: t, bin: "redis-server", port: p, args: []string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes-" + strconv.Itoa(p) + ".conf", "--cluster-node-timeout", "2000"}}
 		s.start()
 		t.Cleanup(s.stop)
+		nodes = append(nodes, s)
 		addrs = append(addrs, s.addr())
 	}
 	ctx := context.Background()
@@ -83,25 +89,56 @@ func TestLiveCluster(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, ContextTimeoutEnabled: true})
-	t.Cleanup(func() { cc.Close() })
-	l := New(GoRedis(cc))
-	callSet(t, l)
-	exactlyTheLimit(t, l)
-	for i := 0; i < 30; i++ {
-		d, err := l.Check(ctx, "spread"+strconv.Itoa(i), NewCall(1, 60))
-		if err != nil || !d.Allowed() || d.Degraded() {
-			t.Fatalf("id %d: %+v %v", i, d, err)
-		}
+	return nodes
+}
+
+func addrsOf(nodes []*server) []string {
+	var out []string
+	for _, n := range nodes {
+		out = append(out, n.addr())
 	}
-	for _, a := range addrs {
-		c := redis.NewClient(&redis.Options{Addr: a})
-		n, err := c.DBSize(ctx).Result()
+	return out
+}
+
+// TestLiveCluster: the library loaded on each master by the client; ids spread over the
+// slots; each adapter on the same cluster.
+func TestLiveCluster(t *testing.T) {
+	nodes := startCluster(t)
+	eachAdapter(t, func(t *testing.T, a adapter) {
+		ctx := context.Background()
+		l := New(a.cluster(t, addrsOf(nodes)), Options{Prefix: a.name + ":"})
+		if !l.conn.IsCluster() {
+			t.Fatal("the adapter does not see a cluster")
+		}
+		callSet(t, l)
+		exactlyTheLimit(t, l)
+		before := keysPerNode(t, nodes)
+		for i := 0; i < 30; i++ {
+			d, err := l.Check(ctx, "spread"+strconv.Itoa(i), NewCall(1, 60))
+			if err != nil || !d.Allowed() || d.Degraded() {
+				t.Fatalf("id %d: %+v %v", i, d, err)
+			}
+		}
+		for i, n := range keysPerNode(t, nodes) {
+			if n == before[i] {
+				t.Fatalf("%s holds no new key: the ids did not spread", nodes[i].addr())
+			}
+		}
+	})
+}
+
+func keysPerNode(t *testing.T, nodes []*server) []int64 {
+	var out []int64
+	for _, s := range nodes {
+		c := redis.NewClient(&redis.Options{Addr: s.addr()})
+		n, err := c.DBSize(context.Background()).Result()
 		c.Close()
-		if err != nil || n == 0 {
-			t.Fatalf("%s holds %d keys (%v): the ids did not spread", a, n, err)
+		if err != nil {
+			t.Fatal(err)
 		}
+		out = append(out, n)
 	}
+	return out
 }
 
 func splitLines(s string) []string {

@@ -31,9 +31,13 @@ func driveProbes(t *testing.T, l *Limiter, f func() (*MultiLimitResult, error)) 
 // as in the Python and Node clients' circuits: the request a probe rides on was answered
 // without Redis, so the probe neither counts it nor gives anything back.
 func TestLiveProbeIsAPeek(t *testing.T) {
+	eachAdapter(t, func(t *testing.T, a adapter) { probeIsAPeek(t, a) })
+}
+
+func probeIsAPeek(t *testing.T, a adapter) {
 	s := moduleServer(t)
 	direct := client(t, s)
-	l := New(GoRedis(client(t, s)), Options{Timeout: 300 * time.Millisecond, ProbeInterval: 30 * time.Millisecond})
+	l := New(a.single(t, s), Options{Timeout: 300 * time.Millisecond, ProbeInterval: 30 * time.Millisecond})
 	ctx := context.Background()
 	call := NewCall(5, 600)
 	outage := func() {

@@ -48,7 +48,7 @@ func startCluster(t *testing.T) []*server {
 	var addrs []string
 	for i := 0; i < 3; i++ {
 		p := freePort(t)
-		s := &server{t: t, bin: "redis-server", port: p, args: []string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes-" + strconv.Itoa(p) + ".conf", "--cluster-node-timeout", "2000"}}
+		s := &server{t: t, bin: "redis-server", port: p, args: []string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes-" + strconv.Itoa(p) + ".conf", "--cluster-node-timeout", "2000", "--cluster-require-full-coverage", "no"}}
 		s.start()
 		t.Cleanup(s.stop)
 		nodes = append(nodes, s)
@@ -56,7 +56,6 @@ func startCluster(t *testing.T) []*server {
 	}
 	ctx := context.Background()
 	// slots split in three, nodes introduced to each other
-	ranges := [][2]int{{0, 5460}, {5461, 10922}, {10923, 16383}}
 	for i, a := range addrs {
 		c := redis.NewClient(&redis.Options{Addr: a})
 		args := []any{"CLUSTER", "ADDSLOTSRANGE", ranges[i][0], ranges[i][1]}
@@ -100,6 +99,25 @@ func addrsOf(nodes []*server) []string {
 	return out
 }
 
+// ranges are the slots of each of startCluster's nodes.
+var ranges = [][2]int64{{0, 5460}, {5461, 10922}, {10923, 16383}}
+
+// idOn is an id whose key (under prefix) lives on node i.
+func idOn(t *testing.T, nodes []*server, i int, prefix string) string {
+	c := redis.NewClient(&redis.Options{Addr: nodes[0].addr()})
+	defer c.Close()
+	for n := 0; ; n++ {
+		id := "on" + strconv.Itoa(i) + "-" + strconv.Itoa(n)
+		slot, err := c.ClusterKeySlot(context.Background(), prefix+id).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ranges[i][0] <= slot && slot <= ranges[i][1] {
+			return id
+		}
+	}
+}
+
 // TestLiveCluster: the library loaded on each master by the client; ids spread over the
 // slots; each adapter on the same cluster.
 func TestLiveCluster(t *testing.T) {
@@ -125,6 +143,59 @@ func TestLiveCluster(t *testing.T) {
 			}
 		}
 	})
+	clusterFaults(t, nodes)
+}
+
+// clusterFaults: FUNCTION FLUSH on one primary (the next call there loads the library
+// again), then one primary stopped: its keys are answered without Redis (fail-open) within
+// the timeout and open the limiter's circuit; a probe on a key of a live primary closes it
+// again, and the stopped primary's keys open it again.
+func clusterFaults(t *testing.T, nodes []*server) {
+	ctx := context.Background()
+	limiters := map[string]*Limiter{}
+	for _, a := range adapters {
+		prefix := a.name + "-faults:"
+		l := New(a.cluster(t, addrsOf(nodes)), Options{Prefix: prefix, Timeout: 300 * time.Millisecond, ProbeInterval: 30 * time.Millisecond})
+		for i := range nodes {
+			if d, err := l.Check(ctx, idOn(t, nodes, i, prefix), NewCall(5, 60)); err != nil || d.Degraded() {
+				t.Fatalf("%s, node %d: %+v %v", a.name, i, d, err)
+			}
+		}
+		limiters[a.name] = l
+	}
+	c := redis.NewClient(&redis.Options{Addr: nodes[0].addr()})
+	defer c.Close()
+	for name, l := range limiters {
+		if err := c.Do(ctx, "FUNCTION", "FLUSH").Err(); err != nil {
+			t.Fatal(err)
+		}
+		loads := l.Stats().Loads
+		d, err := l.Check(ctx, idOn(t, nodes, 0, name+"-faults:"), NewCall(5, 60))
+		if err != nil || d.Degraded() || d.Summary.Count != 2 || l.Stats().Loads != loads+1 {
+			t.Fatalf("%s after FUNCTION FLUSH on one primary: %+v %v %+v", name, d, err, l.Stats())
+		}
+	}
+	nodes[2].stop()
+	for name, l := range limiters {
+		prefix := name + "-faults:"
+		dead, live := idOn(t, nodes[:1], 2, prefix), idOn(t, nodes[:1], 1, prefix)
+		start := time.Now()
+		d, err := l.Check(ctx, dead, NewCall(5, 60))
+		if err != nil || !d.Degraded() || !d.Allowed() || time.Since(start) > 500*time.Millisecond || !l.Stats().Down {
+			t.Fatalf("%s, a key of the stopped primary: %+v %v in %v %+v", name, d, err, time.Since(start), l.Stats())
+		}
+		if d, err := l.Check(ctx, live, NewCall(5, 60)); err != nil || !d.Degraded() {
+			t.Fatalf("%s, a live primary's key with the circuit open: %+v %v", name, d, err)
+		}
+		driveProbes(t, l, func() (*MultiLimitResult, error) { return l.Peek(ctx, live, NewCall(5, 60)) })
+		if d, err := l.Check(ctx, live, NewCall(5, 60)); err != nil || d.Degraded() || d.Summary.Count != 2 {
+			t.Fatalf("%s, a live primary's key after the probe: %+v %v", name, d, err)
+		}
+		if d, err := l.Check(ctx, dead, NewCall(5, 60)); err != nil || !d.Degraded() || !l.Stats().Down {
+			t.Fatalf("%s, the stopped primary's key again: %+v %v", name, d, err)
+		}
+		t.Logf("%s: %+v", name, l.Stats())
+	}
 }
 
 func keysPerNode(t *testing.T, nodes []*server) []int64 {

@@ -259,9 +259,17 @@ func (l *Limiter) degraded(op, key string) {
 	l.logs.emit(slog.LevelDebug, nil, "slidingwindow: answered without Redis", "op", op, "key", key, "allowed", l.circuit.failOpen)
 }
 
+// withoutRedis is send's answer when the circuit answers the call: the gate was closed
+// (open circuit), or the call itself met an outage. It is decided there, not by reading
+// the circuit again afterwards: a probe may close the circuit in between, and the call
+// must still get its degraded answer rather than the outage as an error.
+type withoutRedis struct{ *TimeoutError }
+
+func (e *withoutRedis) Unwrap() error { return e.TimeoutError }
+
 func (l *Limiter) answeredWithout(err error) bool {
-	var te *TimeoutError
-	return errors.As(err, &te) && l.circuit.down.Load()
+	var w *withoutRedis
+	return errors.As(err, &w)
 }
 
 func (l *Limiter) decide(ctx context.Context, w wire, c Call) (*MultiLimitResult, error) {
@@ -305,23 +313,20 @@ func (l *Limiter) guarded(ctx context.Context, f func(context.Context) (any, err
 }
 
 func (l *Limiter) send(ctx context.Context, w wire) (any, error) {
+	without := &withoutRedis{&TimeoutError{l.timeout}}
 	switch l.circuit.gate() {
 	case gateSkip:
-		return nil, &TimeoutError{l.timeout}
+		return nil, without
 	case gateProbe:
 		l.startProbe(w)
-		return nil, &TimeoutError{l.timeout}
+		return nil, without
 	}
 	v, err := l.guarded(ctx, func(ctx context.Context) (any, error) { return l.chooser.call(ctx, l.conn, w) })
 	if err == nil {
 		return v, nil
 	}
 	if l.circuit.failed(err) {
-		var te *TimeoutError
-		if errors.As(err, &te) {
-			return nil, err
-		}
-		return nil, &TimeoutError{l.timeout}
+		return nil, without
 	}
 	return nil, err
 }

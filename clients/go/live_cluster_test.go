@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redis-slidingwindow/redis-slidingwindow/clients/go/internal/testserver"
 )
 
 func TestLiveFrozen(t *testing.T) {
@@ -20,10 +22,10 @@ func frozen(t *testing.T, a adapter) {
 	if _, err := l.Check(context.Background(), "x", NewCall(3, 60)); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+	if err := s.Cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	defer s.cmd.Process.Signal(syscall.SIGCONT)
+	defer s.Cmd.Process.Signal(syscall.SIGCONT)
 	start := time.Now()
 	d, err := l.Check(context.Background(), "x", NewCall(3, 60))
 	first := time.Since(start)
@@ -48,12 +50,12 @@ func startCluster(t *testing.T) []*server {
 	var nodes []*server
 	var addrs []string
 	for i := 0; i < 3; i++ {
-		p := freePort(t)
-		s := &server{t: t, bin: "redis-server", port: p, args: []string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes-" + strconv.Itoa(p) + ".conf", "--cluster-node-timeout", "2000", "--cluster-require-full-coverage", "no"}}
-		s.start()
-		t.Cleanup(s.stop)
+		p := testserver.FreePort(t)
+		s := &server{T: t, Bin: "redis-server", Port: p, Args: []string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes-" + strconv.Itoa(p) + ".conf", "--cluster-node-timeout", "2000", "--cluster-require-full-coverage", "no"}}
+		s.Start()
+		t.Cleanup(s.Stop)
 		nodes = append(nodes, s)
-		addrs = append(addrs, s.addr())
+		addrs = append(addrs, s.Addr())
 	}
 	ctx := context.Background()
 	// slots split in three, nodes introduced to each other
@@ -95,7 +97,7 @@ func startCluster(t *testing.T) []*server {
 func addrsOf(nodes []*server) []string {
 	var out []string
 	for _, n := range nodes {
-		out = append(out, n.addr())
+		out = append(out, n.Addr())
 	}
 	return out
 }
@@ -105,7 +107,7 @@ var ranges = [][2]int64{{0, 5460}, {5461, 10922}, {10923, 16383}}
 
 // idOn is an id whose key (under prefix) lives on node i.
 func idOn(t *testing.T, nodes []*server, i int, prefix string) string {
-	c := redis.NewClient(&redis.Options{Addr: nodes[0].addr()})
+	c := redis.NewClient(&redis.Options{Addr: nodes[0].Addr()})
 	defer c.Close()
 	for n := 0; ; n++ {
 		id := "on" + strconv.Itoa(i) + "-" + strconv.Itoa(n)
@@ -140,7 +142,7 @@ func TestLiveCluster(t *testing.T) {
 		}
 		for i, n := range keysPerNode(t, nodes) {
 			if n == before[i] {
-				t.Fatalf("%s holds no new key: the ids did not spread", nodes[i].addr())
+				t.Fatalf("%s holds no new key: the ids did not spread", nodes[i].Addr())
 			}
 		}
 	})
@@ -164,7 +166,7 @@ func clusterFaults(t *testing.T, nodes []*server) {
 		}
 		limiters[a.name] = l
 	}
-	c := redis.NewClient(&redis.Options{Addr: nodes[0].addr()})
+	c := redis.NewClient(&redis.Options{Addr: nodes[0].Addr()})
 	defer c.Close()
 	for name, l := range limiters {
 		if err := c.Do(ctx, "FUNCTION", "FLUSH").Err(); err != nil {
@@ -176,7 +178,7 @@ func clusterFaults(t *testing.T, nodes []*server) {
 			t.Fatalf("%s after FUNCTION FLUSH on one primary: %+v %v %+v", name, d, err, l.Stats())
 		}
 	}
-	nodes[2].stop()
+	nodes[2].Stop()
 	for name, l := range limiters {
 		prefix := name + "-faults:"
 		dead, live := idOn(t, nodes[:1], 2, prefix), idOn(t, nodes[:1], 1, prefix)
@@ -202,7 +204,7 @@ func clusterFaults(t *testing.T, nodes []*server) {
 func keysPerNode(t *testing.T, nodes []*server) []int64 {
 	var out []int64
 	for _, s := range nodes {
-		c := redis.NewClient(&redis.Options{Addr: s.addr()})
+		c := redis.NewClient(&redis.Options{Addr: s.Addr()})
 		n, err := c.DBSize(context.Background()).Result()
 		c.Close()
 		if err != nil {

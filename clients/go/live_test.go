@@ -110,7 +110,7 @@ var adapters = []adapter{
 		t.Cleanup(func() { cc.Close() })
 		return GoRedis(cc)
 	}},
-	{"rueidis", func(t *testing.T, s *server) Conn { return Rueidis(rueidisClient(t, s.addr())) }, func(t *testing.T, addrs []string) Conn {
+	{"rueidis", func(t *testing.T, s *server) Conn { return Rueidis(rueidisClient(t, s.Addr())) }, func(t *testing.T, addrs []string) Conn {
 		return Rueidis(rueidisClient(t, addrs...))
 	}},
 }
@@ -179,8 +179,8 @@ func TestLiveLibrary(t *testing.T) {
 			t.Fatalf("after FUNCTION FLUSH: %+v %v %+v", d, err, l.Stats())
 		}
 		// restart without the library: loaded again.
-		s.stop()
-		s.start()
+		s.Stop()
+		s.Start()
 		checkOnce(t, l, "after a restart without the library")
 		if l.Stats().Loads != loads+2 {
 			t.Fatalf("after a restart: %+v, want one more load", l.Stats())
@@ -217,7 +217,7 @@ func serverStopped(t *testing.T, a adapter) {
 	if _, err := l.Check(context.Background(), "x", NewCall(3, 60)); err != nil {
 		t.Fatal(err)
 	}
-	s.stop()
+	s.Stop()
 	for i := 0; i < 3; i++ {
 		start := time.Now()
 		d, err := l.Check(context.Background(), "x", NewCall(3, 60))

@@ -59,7 +59,7 @@ func TestLiveLogger(t *testing.T) {
 	if len(rec.find("slidingwindow: answered without Redis")) != 0 {
 		t.Fatal("an answer from Redis was logged as degraded")
 	}
-	s.stop()
+	s.Stop()
 	for i := 0; i < 3; i++ {
 		if d, err := l.Check(ctx, "x", NewCall(3, 60)); err != nil || !d.Degraded() || d.Allowed() {
 			t.Fatalf("stopped, fail-closed: %+v %v", d, err)
@@ -76,7 +76,7 @@ func TestLiveLogger(t *testing.T) {
 	if len(deg) != 4 || deg[0].level != slog.LevelDebug || deg[0].attrs["op"] != "check" || deg[0].attrs["key"] != "rate:x" || deg[0].attrs["allowed"] != false || deg[3].attrs["op"] != "counts" {
 		t.Fatalf("degraded records: %+v", deg)
 	}
-	s.start()
+	s.Start()
 	driveProbes(t, l, func() (*MultiLimitResult, error) { return l.Peek(ctx, "x", NewCall(3, 60)) })
 	closed := rec.find("slidingwindow: circuit closed: Redis reachable again")
 	if len(closed) != 1 || closed[0].level != slog.LevelWarn || closed[0].attrs["answered_without_redis"].(uint64) < 4 {

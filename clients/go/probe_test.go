@@ -58,12 +58,12 @@ func probeIsAPeek(t *testing.T, a adapter) {
 	call := NewCall(5, 600)
 	outage := func() {
 		t.Helper()
-		s.stop()
+		s.Stop()
 		d, err := l.Check(ctx, "warm", call)
 		if err != nil || !d.Degraded() || !l.Stats().Down {
 			t.Fatalf("the stopped server did not open the circuit: %+v %v %+v", d, err, l.Stats())
 		}
-		s.start() // same port, empty
+		s.Start() // same port, empty
 	}
 
 	outage()
@@ -91,7 +91,7 @@ func probeIsAPeek(t *testing.T, a adapter) {
 // current is the current window's count of key (600 s), read on a connection of its own.
 func current(t *testing.T, s *server, key string) int64 {
 	t.Helper()
-	c := redis.NewClient(&redis.Options{Addr: s.addr()})
+	c := redis.NewClient(&redis.Options{Addr: s.Addr()})
 	defer c.Close()
 	v, err := c.Do(context.Background(), "SLIDINGWINDOW.COUNTS", key, "600").Slice()
 	if err != nil || len(v) != 3 {
@@ -133,9 +133,9 @@ func TestLiveOutageNeverAnError(t *testing.T) {
 	}
 	for i := 0; i < 4; i++ {
 		time.Sleep(100 * time.Millisecond)
-		s.stop()
+		s.Stop()
 		time.Sleep(100 * time.Millisecond)
-		s.start()
+		s.Start()
 	}
 	time.Sleep(100 * time.Millisecond)
 	close(stop)

@@ -4,7 +4,7 @@ PORT    ?= 6379
 PYTHON  ?= python3
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: help build build-fault run stop test test-limits test-node test-go lint deps deps-system deps-valgrind deps-python bench-deps bench bench-quick clean
+.PHONY: help build build-fault run stop test test-limits test-node test-go deps-go lint deps deps-system deps-valgrind deps-python bench-deps bench bench-quick clean
 .PHONY: accuracy accuracy-quick
 
 help: ## List every target with its purpose
@@ -83,10 +83,14 @@ test: deps-system deps-valgrind build build-fault deps-python ## Every test: uni
 	$(MAKE) test-java
 	@$(SEED_NOTE)
 
-test-go: build ## The Go client (clients/go): go vet, go test -race on real servers, each fuzz target for 3 s
+deps-go: ## The Go client's and its examples' modules (go mod download from the module proxy)
 	@command -v go >/dev/null || { echo "go is missing: install Go 1.26+"; exit 1; }
-	cd clients/go && go mod download && go vet ./... && SLIDINGWINDOW_REPO=$(CURDIR) go test -race -count=1 ./...
+	cd clients/go && go mod download && cd examples && go mod download
+
+test-go: build deps-go ## The Go client (clients/go): go vet, go test -race on real servers, each fuzz target for 3 s; the chi/gin/echo examples (clients/go/examples, their own module) over HTTP on a module server
+	cd clients/go && go vet ./... && SLIDINGWINDOW_REPO=$(CURDIR) go test -race -count=1 ./...
 	cd clients/go && for f in FuzzParseLimits FuzzParseReply; do go test -run '^$$' -fuzz "^$$f$$" -fuzztime=3s . || exit 1; done
+	cd clients/go/examples && go vet ./... && SLIDINGWINDOW_REPO=$(CURDIR) go test -count=1 ./...
 
 test-node: build ## The Node client (clients/node): npm ci from the lockfile, then its tests on every server (test-node-install's included)
 	@command -v npm >/dev/null || { echo "npm is missing: install Node.js 18+ (with npm)"; exit 1; }
@@ -130,7 +134,7 @@ lint: ## cargo fmt --check, clippy -D warnings, mypy --strict on the Python clie
 	$(PYTHON) -m mypy --strict clients/python/src/slidingwindow
 	cd clients/node && { [ -d node_modules ] || npm ci --no-audit --no-fund; } && npm run lint
 	cd clients/go && test -z "$$(gofmt -l .)" || { gofmt -l .; echo "gofmt: the files above are not formatted"; exit 1; }
-	cd clients/go && go vet ./...
+	cd clients/go && go vet ./... && cd examples && go vet ./...
 	cd clients/java && mvn -B -q spotless:check
 
 bench-deps: ## The benchmark's Python tools (bench/requirements.txt)

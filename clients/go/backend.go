@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log"
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -110,6 +110,7 @@ type chooser struct {
 	detections atomic.Uint64
 	loads      atomic.Uint64
 	warnedOld  atomic.Bool
+	logs       logs
 }
 
 func newChooser(b Backend) *chooser {
@@ -237,7 +238,9 @@ func (c *chooser) detectNow(ctx context.Context, conn Conn) (Mode, error) {
 		case r.Err == nil:
 		case hasCode(r.Err, "NOPERM") && everyHasOne:
 			if !c.warnedOld.Swap(true) {
-				log.Printf("slidingwindow: the loaded slidingwindow library %s is older than this module's %s and this user may not replace it (%v); using it as it is. An operator replaces it: %s", oldest, libraryVersion, r.Err, LibraryLoadCommand)
+				c.logs.emit(slog.LevelWarn, func() string {
+					return fmt.Sprintf("slidingwindow: the loaded slidingwindow library %s is older than this module's %s and this user may not replace it (%v); using it as it is. An operator replaces it: %s", oldest, libraryVersion, r.Err, LibraryLoadCommand)
+				}, "slidingwindow: the loaded library is older and may not be replaced; using it as it is", "loaded", oldest, "bundled", libraryVersion, "error", r.Err.Error(), "load_command", LibraryLoadCommand)
 			}
 			return ModeFunction, nil
 		case hasCode(r.Err, "NOPERM"):

@@ -1,7 +1,8 @@
 package slidingwindow
 
 import (
-	"log"
+	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,6 +22,7 @@ type circuit struct {
 	failOpen      bool
 	probeInterval time.Duration
 	onError       func(error)
+	logs          logs
 	down          atomic.Bool
 	mu            sync.Mutex
 	probing       bool
@@ -70,7 +72,9 @@ func (c *circuit) failed(err error) bool {
 		if !c.failOpen {
 			verdict = "denying (fail-closed)"
 		}
-		log.Printf("slidingwindow: Redis unavailable (%v); %s requests without asking it until a probe (one every %v) gets an answer", err, verdict, c.probeInterval)
+		c.logs.emit(slog.LevelWarn, func() string {
+			return fmt.Sprintf("slidingwindow: Redis unavailable (%v); %s requests without asking it until a probe (one every %v) gets an answer", err, verdict, c.probeInterval)
+		}, "slidingwindow: circuit open: Redis unavailable", "error", err.Error(), "fail_open", c.failOpen, "probe_interval", c.probeInterval)
 	}
 	c.hook(err)
 	return true
@@ -87,7 +91,10 @@ func (c *circuit) probed(err error) {
 	since, n := c.since, c.without
 	c.mu.Unlock()
 	if recovered && was {
-		log.Printf("slidingwindow: Redis reachable again after %.1fs; %d requests were answered without it", time.Since(since).Seconds(), n)
+		down := time.Since(since)
+		c.logs.emit(slog.LevelWarn, func() string {
+			return fmt.Sprintf("slidingwindow: Redis reachable again after %.1fs; %d requests were answered without it", down.Seconds(), n)
+		}, "slidingwindow: circuit closed: Redis reachable again", "down_for", down, "answered_without_redis", n)
 	} else if err != nil && IsOutage(err) {
 		c.hook(err)
 	}
@@ -99,7 +106,8 @@ func (c *circuit) hook(err error) {
 	}
 	defer func() {
 		if r := recover(); r != nil {
-			log.Printf("slidingwindow: the OnError hook panicked: %v", r)
+			c.logs.emit(slog.LevelError, func() string { return fmt.Sprintf("slidingwindow: the OnError hook panicked: %v", r) },
+				"slidingwindow: the OnError hook panicked", "panic", fmt.Sprint(r))
 		}
 	}()
 	c.onError(err)

@@ -1,6 +1,7 @@
 package slidingwindow
 
 import (
+	"container/list"
 	"context"
 	"math"
 	"slices"
@@ -57,8 +58,9 @@ type entry struct {
 }
 
 type held struct {
-	tick  uint64
+	key   string
 	slots []*entry
+	use   *list.Element // in DenyCache.lru: front least recently used
 }
 
 type serverClock struct{ lo, hi, at float64 }
@@ -78,7 +80,7 @@ type DenyCache struct {
 	clockRefresh time.Duration
 	mu           sync.Mutex
 	keys         map[string]*held
-	tick         uint64
+	lru          *list.List // of *held, least recently used first
 	stats        DenyCacheStats
 	clears       uint64
 	clock        *serverClock
@@ -92,7 +94,7 @@ func NewDenyCache(maxEntries int, clockRefresh time.Duration) *DenyCache {
 	if maxEntries <= 0 {
 		maxEntries = DefaultMaxEntries
 	}
-	return &DenyCache{maxEntries: maxEntries, clockRefresh: clockRefresh, keys: map[string]*held{}}
+	return &DenyCache{maxEntries: maxEntries, clockRefresh: clockRefresh, keys: map[string]*held{}, lru: list.New()}
 }
 
 // NewDefaultDenyCache is NewDenyCache(10000, 10 s).
@@ -115,7 +117,7 @@ func (d *DenyCache) Forget(key string) {
 	defer d.mu.Unlock()
 	d.clears++
 	if h, ok := d.keys[key]; ok {
-		delete(d.keys, key)
+		d.drop(h)
 		d.stats.Cleared += uint64(len(h.slots))
 		for _, e := range h.slots {
 			wake(e)
@@ -134,6 +136,7 @@ func (d *DenyCache) Clear() {
 		}
 		delete(d.keys, k)
 	}
+	d.lru.Init()
 }
 
 func wake(e *entry) {
@@ -143,9 +146,37 @@ func wake(e *entry) {
 	}
 }
 
-func (d *DenyCache) touch(h *held) {
-	d.tick++
-	h.tick = d.tick
+// touch makes h the most recently used key.
+func (d *DenyCache) touch(h *held) { d.lru.MoveToBack(h.use) }
+
+// hold is key's held entries, added as the most recently used key when new.
+func (d *DenyCache) hold(key string) *held {
+	if h := d.keys[key]; h != nil {
+		return h
+	}
+	h := &held{key: key}
+	h.use = d.lru.PushBack(h)
+	d.keys[key] = h
+	return h
+}
+
+// drop removes h (its flights are the caller's to wake).
+func (d *DenyCache) drop(h *held) {
+	delete(d.keys, h.key)
+	d.lru.Remove(h.use)
+}
+
+// evict drops least recently used keys while more than maxEntries are held, waking the
+// calls waiting on their flights (they then ask Redis), as the Python and Node caches do.
+func (d *DenyCache) evict() {
+	for len(d.keys) > d.maxEntries {
+		h := d.lru.Front().Value.(*held)
+		d.drop(h)
+		d.stats.Evicted += uint64(len(h.slots))
+		for _, e := range h.slots {
+			wake(e)
+		}
+	}
 }
 
 func elapsedUnits(s spec, origin, t float64) uint64 {
@@ -392,8 +423,7 @@ func (d *DenyCache) done(s spec, lead bool, r *MultiLimitResult, clears uint64, 
 		}
 		fresh := &entry{slot: s.slot(), result: r.clone(), never: never, deadline: dl, origin: origin}
 		if h == nil {
-			h = &held{}
-			d.keys[s.key] = h
+			h = d.hold(s.key)
 		}
 		if i >= 0 {
 			old := h.slots[i]
@@ -406,23 +436,14 @@ func (d *DenyCache) done(s spec, lead bool, r *MultiLimitResult, clears uint64, 
 			h.slots[i] = fresh
 		} else {
 			if len(h.slots) >= maxSlotsOfKey {
+				wake(h.slots[0])
 				h.slots = h.slots[1:]
 			}
 			h.slots = append(h.slots, fresh)
 		}
 		d.touch(h)
 		d.stats.Stored++
-		for len(d.keys) > d.maxEntries {
-			var oldestKey string
-			oldest := uint64(math.MaxUint64)
-			for k, x := range d.keys {
-				if x.tick < oldest {
-					oldest, oldestKey = x.tick, k
-				}
-			}
-			d.stats.Evicted += uint64(len(d.keys[oldestKey].slots))
-			delete(d.keys, oldestKey)
-		}
+		d.evict()
 		return
 	}
 	if lead && i >= 0 {
@@ -431,7 +452,7 @@ func (d *DenyCache) done(s spec, lead bool, r *MultiLimitResult, clears uint64, 
 		if over {
 			h.slots = append(h.slots[:i], h.slots[i+1:]...)
 			if len(h.slots) == 0 {
-				delete(d.keys, s.key)
+				d.drop(h)
 			}
 		}
 		wake(e)

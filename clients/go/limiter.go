@@ -3,6 +3,7 @@ package slidingwindow
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"time"
 )
 
@@ -30,6 +31,11 @@ type Options struct {
 	OnError func(error)
 	// DenyCache answers refusals locally until Redis could allow (nil: off).
 	DenyCache *DenyCache
+	// Logger receives the limiter's lines as structured records (nil: one line of text
+	// each on the standard log package, warnings only). Warn: the circuit opens (Redis
+	// unavailable) and closes again, an older library that may not be replaced; Error: a
+	// panicking OnError hook; Debug: every answer given without Redis (op, key, allowed).
+	Logger *slog.Logger
 }
 
 // Limiter is the sliding-window rate limiter. It is safe for concurrent use.
@@ -40,6 +46,7 @@ type Limiter struct {
 	prefix  string
 	timeout time.Duration
 	cache   *DenyCache
+	logs    logs
 }
 
 // New is a limiter on conn (GoRedis(client), or your own Conn).
@@ -59,13 +66,17 @@ func New(conn Conn, opts ...Options) *Limiter {
 	if o.ProbeInterval <= 0 {
 		o.ProbeInterval = DefaultProbeInterval
 	}
+	g := logs{o.Logger}
+	ch := newChooser(o.Backend)
+	ch.logs = g
 	return &Limiter{
 		conn:    conn,
-		chooser: newChooser(o.Backend),
-		circuit: &circuit{failOpen: !o.FailClosed, probeInterval: o.ProbeInterval, onError: o.OnError},
+		chooser: ch,
+		circuit: &circuit{failOpen: !o.FailClosed, probeInterval: o.ProbeInterval, onError: o.OnError, logs: g},
 		prefix:  o.Prefix,
 		timeout: o.Timeout,
 		cache:   o.DenyCache,
+		logs:    g,
 	}
 }
 
@@ -144,6 +155,7 @@ func (l *Limiter) IsAllowed(ctx context.Context, id string, limit, windowSeconds
 	v, err := l.send(ctx, wire{opCheck, l.Key(id), args})
 	if err != nil {
 		if l.answeredWithout(err) {
+			l.degraded("is_allowed", l.Key(id))
 			return l.circuit.failOpen, 0, nil
 		}
 		return false, 0, err
@@ -167,6 +179,7 @@ func (l *Limiter) Counts(ctx context.Context, id string, window uint64, ms bool,
 	v, err := l.send(ctx, wire{opCounts, l.Key(id), args})
 	if err != nil {
 		if l.answeredWithout(err) {
+			l.degraded("counts", l.Key(id))
 			return WindowCounts{Degraded: true}, nil
 		}
 		return WindowCounts{}, err
@@ -239,15 +252,31 @@ func (l *Limiter) clock() func(context.Context) (any, error) {
 	}
 }
 
+var opNames = [...]string{"check", "peek", "refund", "counts"}
+
+// degraded logs an answer given without Redis (Debug, on Options.Logger only).
+func (l *Limiter) degraded(op, key string) {
+	l.logs.emit(slog.LevelDebug, nil, "slidingwindow: answered without Redis", "op", op, "key", key, "allowed", l.circuit.failOpen)
+}
+
+// withoutRedis is send's answer when the circuit answers the call: the gate was closed
+// (open circuit), or the call itself met an outage. It is decided there, not by reading
+// the circuit again afterwards: a probe may close the circuit in between, and the call
+// must still get its degraded answer rather than the outage as an error.
+type withoutRedis struct{ *TimeoutError }
+
+func (e *withoutRedis) Unwrap() error { return e.TimeoutError }
+
 func (l *Limiter) answeredWithout(err error) bool {
-	var te *TimeoutError
-	return errors.As(err, &te) && l.circuit.down.Load()
+	var w *withoutRedis
+	return errors.As(err, &w)
 }
 
 func (l *Limiter) decide(ctx context.Context, w wire, c Call) (*MultiLimitResult, error) {
 	v, err := l.send(ctx, w)
 	if err != nil {
 		if l.answeredWithout(err) {
+			l.degraded(opNames[w.op], w.key)
 			return Unavailable(l.circuit.failOpen, c.limits, c.ms), nil
 		}
 		return nil, err
@@ -284,23 +313,20 @@ func (l *Limiter) guarded(ctx context.Context, f func(context.Context) (any, err
 }
 
 func (l *Limiter) send(ctx context.Context, w wire) (any, error) {
+	without := &withoutRedis{&TimeoutError{l.timeout}}
 	switch l.circuit.gate() {
 	case gateSkip:
-		return nil, &TimeoutError{l.timeout}
+		return nil, without
 	case gateProbe:
 		l.startProbe(w)
-		return nil, &TimeoutError{l.timeout}
+		return nil, without
 	}
 	v, err := l.guarded(ctx, func(ctx context.Context) (any, error) { return l.chooser.call(ctx, l.conn, w) })
 	if err == nil {
 		return v, nil
 	}
 	if l.circuit.failed(err) {
-		var te *TimeoutError
-		if errors.As(err, &te) {
-			return nil, err
-		}
-		return nil, &TimeoutError{l.timeout}
+		return nil, without
 	}
 	return nil, err
 }

@@ -8,18 +8,24 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redis-slidingwindow/redis-slidingwindow/clients/go/internal/testserver"
 )
 
 func TestLiveFrozen(t *testing.T) {
+	eachAdapter(t, func(t *testing.T, a adapter) { frozen(t, a) })
+}
+
+func frozen(t *testing.T, a adapter) {
 	s := moduleServer(t)
-	l := New(GoRedis(client(t, s)), Options{Timeout: 300 * time.Millisecond})
+	l := New(a.single(t, s), Options{Timeout: 300 * time.Millisecond})
 	if _, err := l.Check(context.Background(), "x", NewCall(3, 60)); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+	if err := s.Cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	defer s.cmd.Process.Signal(syscall.SIGCONT)
+	defer s.Cmd.Process.Signal(syscall.SIGCONT)
 	start := time.Now()
 	d, err := l.Check(context.Background(), "x", NewCall(3, 60))
 	first := time.Since(start)
@@ -37,20 +43,22 @@ func TestLiveFrozen(t *testing.T) {
 	t.Logf("frozen: first answer in %v, the next in %v", first, time.Since(start))
 }
 
-// TestLiveCluster: 3 masters of Redis 7.0 without the module; the library loaded on
-// each by the client; ids spread over the slots.
-func TestLiveCluster(t *testing.T) {
+// startCluster: 3 masters of Redis 7.0 without the module, slots split in three; it
+// returns the servers once every node reports cluster_state:ok and all 16384 slots ok
+// (without full coverage required, the state is ok before every node knows every slot).
+func startCluster(t *testing.T) []*server {
+	var nodes []*server
 	var addrs []string
 	for i := 0; i < 3; i++ {
-		p := freePort(t)
-		s := &server{t: t, bin: "redis-server", port: p, args: []string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes-" + strconv.Itoa(p) + ".conf", "--cluster-node-timeout", "2000"}}
-		s.start()
-		t.Cleanup(s.stop)
-		addrs = append(addrs, s.addr())
+		p := testserver.FreePort(t)
+		s := &server{T: t, Bin: "redis-server", Port: p, Args: []string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes-" + strconv.Itoa(p) + ".conf", "--cluster-node-timeout", "2000", "--cluster-require-full-coverage", "no"}}
+		s.Start()
+		t.Cleanup(s.Stop)
+		nodes = append(nodes, s)
+		addrs = append(addrs, s.Addr())
 	}
 	ctx := context.Background()
 	// slots split in three, nodes introduced to each other
-	ranges := [][2]int{{0, 5460}, {5461, 10922}, {10923, 16383}}
 	for i, a := range addrs {
 		c := redis.NewClient(&redis.Options{Addr: a})
 		args := []any{"CLUSTER", "ADDSLOTSRANGE", ranges[i][0], ranges[i][1]}
@@ -71,7 +79,7 @@ func TestLiveCluster(t *testing.T) {
 			c := redis.NewClient(&redis.Options{Addr: a})
 			info, err := c.ClusterInfo(ctx).Result()
 			c.Close()
-			if err != nil || !contains(splitLines(info), "cluster_state:ok") {
+			if err != nil || !contains(splitLines(info), "cluster_state:ok") || !contains(splitLines(info), "cluster_slots_ok:16384") {
 				ok = false
 			}
 		}
@@ -83,25 +91,128 @@ func TestLiveCluster(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, ContextTimeoutEnabled: true})
-	t.Cleanup(func() { cc.Close() })
-	l := New(GoRedis(cc))
-	callSet(t, l)
-	exactlyTheLimit(t, l)
-	for i := 0; i < 30; i++ {
-		d, err := l.Check(ctx, "spread"+strconv.Itoa(i), NewCall(1, 60))
-		if err != nil || !d.Allowed() || d.Degraded() {
-			t.Fatalf("id %d: %+v %v", i, d, err)
+	return nodes
+}
+
+func addrsOf(nodes []*server) []string {
+	var out []string
+	for _, n := range nodes {
+		out = append(out, n.Addr())
+	}
+	return out
+}
+
+// ranges are the slots of each of startCluster's nodes.
+var ranges = [][2]int64{{0, 5460}, {5461, 10922}, {10923, 16383}}
+
+// idOn is an id whose key (under prefix) lives on node i.
+func idOn(t *testing.T, nodes []*server, i int, prefix string) string {
+	c := redis.NewClient(&redis.Options{Addr: nodes[0].Addr()})
+	defer c.Close()
+	for n := 0; ; n++ {
+		id := "on" + strconv.Itoa(i) + "-" + strconv.Itoa(n)
+		slot, err := c.ClusterKeySlot(context.Background(), prefix+id).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ranges[i][0] <= slot && slot <= ranges[i][1] {
+			return id
 		}
 	}
-	for _, a := range addrs {
-		c := redis.NewClient(&redis.Options{Addr: a})
-		n, err := c.DBSize(ctx).Result()
+}
+
+// TestLiveCluster: the library loaded on each master by the client; ids spread over the
+// slots; each adapter on the same cluster.
+func TestLiveCluster(t *testing.T) {
+	nodes := startCluster(t)
+	eachAdapter(t, func(t *testing.T, a adapter) {
+		ctx := context.Background()
+		l := New(a.cluster(t, addrsOf(nodes)), Options{Prefix: a.name + ":"})
+		if !l.conn.IsCluster() {
+			t.Fatal("the adapter does not see a cluster")
+		}
+		callSet(t, l)
+		exactlyTheLimit(t, l)
+		before := keysPerNode(t, nodes)
+		for i := 0; i < 30; i++ {
+			d, err := l.Check(ctx, "spread"+strconv.Itoa(i), NewCall(1, 60))
+			if err != nil || !d.Allowed() || d.Degraded() {
+				t.Fatalf("id %d: %+v %v", i, d, err)
+			}
+		}
+		for i, n := range keysPerNode(t, nodes) {
+			if n == before[i] {
+				t.Fatalf("%s holds no new key: the ids did not spread", nodes[i].Addr())
+			}
+		}
+	})
+	clusterFaults(t, nodes)
+}
+
+// clusterFaults: FUNCTION FLUSH on one primary (the next call there loads the library
+// again), then one primary stopped: its keys are answered without Redis (fail-open) within
+// the timeout and open the limiter's circuit; a probe on a key of a live primary closes it
+// again, and the stopped primary's keys open it again.
+func clusterFaults(t *testing.T, nodes []*server) {
+	ctx := context.Background()
+	limiters := map[string]*Limiter{}
+	for _, a := range adapters {
+		prefix := a.name + "-faults:"
+		l := New(a.cluster(t, addrsOf(nodes)), Options{Prefix: prefix, Timeout: 300 * time.Millisecond, ProbeInterval: 30 * time.Millisecond})
+		for i := range nodes {
+			if d, err := l.Check(ctx, idOn(t, nodes, i, prefix), NewCall(5, 60)); err != nil || d.Degraded() {
+				t.Fatalf("%s, node %d: %+v %v", a.name, i, d, err)
+			}
+		}
+		limiters[a.name] = l
+	}
+	c := redis.NewClient(&redis.Options{Addr: nodes[0].Addr()})
+	defer c.Close()
+	for name, l := range limiters {
+		if err := c.Do(ctx, "FUNCTION", "FLUSH").Err(); err != nil {
+			t.Fatal(err)
+		}
+		loads := l.Stats().Loads
+		d, err := l.Check(ctx, idOn(t, nodes, 0, name+"-faults:"), NewCall(5, 60))
+		if err != nil || d.Degraded() || d.Summary.Count != 2 || l.Stats().Loads != loads+1 {
+			t.Fatalf("%s after FUNCTION FLUSH on one primary: %+v %v %+v", name, d, err, l.Stats())
+		}
+	}
+	nodes[2].Stop()
+	for name, l := range limiters {
+		prefix := name + "-faults:"
+		dead, live := idOn(t, nodes[:1], 2, prefix), idOn(t, nodes[:1], 1, prefix)
+		start := time.Now()
+		d, err := l.Check(ctx, dead, NewCall(5, 60))
+		if err != nil || !d.Degraded() || !d.Allowed() || time.Since(start) > 500*time.Millisecond || !l.Stats().Down {
+			t.Fatalf("%s, a key of the stopped primary: %+v %v in %v %+v", name, d, err, time.Since(start), l.Stats())
+		}
+		if d, err := l.Check(ctx, live, NewCall(5, 60)); err != nil || !d.Degraded() {
+			t.Fatalf("%s, a live primary's key with the circuit open: %+v %v", name, d, err)
+		}
+		driveProbes(t, l, func() (*MultiLimitResult, error) { return l.Peek(ctx, live, NewCall(5, 60)) })
+		if d, err := l.Check(ctx, live, NewCall(5, 60)); err != nil || d.Degraded() || d.Summary.Count != 2 {
+			t.Fatalf("%s, a live primary's key after the probe: %+v %v", name, d, err)
+		}
+		if d, err := l.Check(ctx, dead, NewCall(5, 60)); err != nil || !d.Degraded() || !l.Stats().Down {
+			t.Fatalf("%s, the stopped primary's key again: %+v %v", name, d, err)
+		}
+		t.Logf("%s: %+v", name, l.Stats())
+	}
+}
+
+func keysPerNode(t *testing.T, nodes []*server) []int64 {
+	var out []int64
+	for _, s := range nodes {
+		c := redis.NewClient(&redis.Options{Addr: s.Addr()})
+		n, err := c.DBSize(context.Background()).Result()
 		c.Close()
-		if err != nil || n == 0 {
-			t.Fatalf("%s holds %d keys (%v): the ids did not spread", a, n, err)
+		if err != nil {
+			t.Fatal(err)
 		}
+		out = append(out, n)
 	}
+	return out
 }
 
 func splitLines(s string) []string {

@@ -2,12 +2,14 @@ package slidingwindow
 
 import (
 	"context"
+	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
 )
 
 // callSet makes every call once and checks the answers against the limit's arithmetic.
@@ -94,70 +96,128 @@ func exactlyTheLimit(t *testing.T, l *Limiter) {
 	}
 }
 
+// adapter is a client library the live bodies run through: each live test runs once per
+// adapter, on the same servers.
+type adapter struct {
+	name    string
+	single  func(t *testing.T, s *server) Conn
+	cluster func(t *testing.T, addrs []string) Conn
+}
+
+var adapters = []adapter{
+	{"go-redis", func(t *testing.T, s *server) Conn { return GoRedis(client(t, s)) }, func(t *testing.T, addrs []string) Conn {
+		cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, ContextTimeoutEnabled: true})
+		t.Cleanup(func() { cc.Close() })
+		return GoRedis(cc)
+	}},
+	{"rueidis", func(t *testing.T, s *server) Conn { return Rueidis(rueidisClient(t, s.Addr())) }, func(t *testing.T, addrs []string) Conn {
+		return Rueidis(rueidisClient(t, addrs...))
+	}},
+}
+
+func rueidisClient(t *testing.T, addrs ...string) rueidis.Client {
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: addrs, Dialer: net.Dialer{Timeout: 200 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// eachAdapter runs body once per adapter, as subtests.
+func eachAdapter(t *testing.T, body func(t *testing.T, a adapter)) {
+	for _, a := range adapters {
+		t.Run(a.name, func(t *testing.T) { body(t, a) })
+	}
+}
+
+// checkOnce is a Check of a fresh identity that must reach Redis; a call that meets a
+// connection dropped by a restart is tried again (at most twice more).
+func checkOnce(t *testing.T, l *Limiter, what string) {
+	t.Helper()
+	var d *MultiLimitResult
+	var err error
+	for i := 0; i < 3; i++ {
+		d, err = l.Check(context.Background(), uniqueID(t), NewCall(3, 60))
+		if err == nil && !d.Degraded() && d.Summary.Count == 1 {
+			return
+		}
+		time.Sleep(time.Duration(i+1) * 100 * time.Millisecond)
+	}
+	t.Fatalf("%s: %+v %v", what, d, err)
+}
+
 func TestLiveModule(t *testing.T) {
 	s := moduleServer(t)
-	l := New(GoRedis(client(t, s)))
-	callSet(t, l)
-	exactlyTheLimit(t, l)
-	if m := l.chooser.current(); m != ModeModule {
-		t.Fatalf("mode %v, want the module", m)
-	}
+	eachAdapter(t, func(t *testing.T, a adapter) {
+		l := New(a.single(t, s), Options{Prefix: a.name + ":"})
+		callSet(t, l)
+		exactlyTheLimit(t, l)
+		if m := l.chooser.current(); m != ModeModule {
+			t.Fatalf("mode %v, want the module", m)
+		}
+	})
 }
 
 func TestLiveLibrary(t *testing.T) {
 	s := libraryServer(t)
-	c := client(t, s)
-	l := New(GoRedis(c))
-	callSet(t, l)
-	exactlyTheLimit(t, l)
-	if m := l.chooser.current(); m != ModeFunction {
-		t.Fatalf("mode %v, want the library", m)
-	}
-	// FUNCTION FLUSH: the next call loads it again.
-	if err := c.Do(context.Background(), "FUNCTION", "FLUSH").Err(); err != nil {
-		t.Fatal(err)
-	}
-	d, err := l.Check(context.Background(), uniqueID(t), NewCall(3, 60))
-	if err != nil || !d.Allowed() || d.Degraded() || d.Summary.Count != 1 {
-		t.Fatalf("after FUNCTION FLUSH: %+v %v", d, err)
-	}
-	// restart without the library: loaded again.
-	s.stop()
-	s.start()
-	d, err = l.Check(context.Background(), uniqueID(t), NewCall(3, 60))
-	if err != nil || d.Degraded() || d.Summary.Count != 1 {
-		// the first call may meet the dropped connection: one more
-		d, err = l.Check(context.Background(), uniqueID(t), NewCall(3, 60))
-	}
-	if err != nil || d.Degraded() || d.Summary.Count != 1 {
-		t.Fatalf("after a restart without the library: %+v %v", d, err)
-	}
+	direct := client(t, s)
+	eachAdapter(t, func(t *testing.T, a adapter) {
+		l := New(a.single(t, s), Options{Prefix: a.name + ":"})
+		callSet(t, l)
+		exactlyTheLimit(t, l)
+		if m := l.chooser.current(); m != ModeFunction {
+			t.Fatalf("mode %v, want the library", m)
+		}
+		// FUNCTION FLUSH: the next call loads it again.
+		loads := l.Stats().Loads
+		if err := direct.Do(context.Background(), "FUNCTION", "FLUSH").Err(); err != nil {
+			t.Fatal(err)
+		}
+		d, err := l.Check(context.Background(), uniqueID(t), NewCall(3, 60))
+		if err != nil || !d.Allowed() || d.Degraded() || d.Summary.Count != 1 || l.Stats().Loads != loads+1 {
+			t.Fatalf("after FUNCTION FLUSH: %+v %v %+v", d, err, l.Stats())
+		}
+		// restart without the library: loaded again.
+		s.Stop()
+		s.Start()
+		checkOnce(t, l, "after a restart without the library")
+		if l.Stats().Loads != loads+2 {
+			t.Fatalf("after a restart: %+v, want one more load", l.Stats())
+		}
+	})
 }
 
 func TestLiveRedis62Evalsha(t *testing.T) {
 	s := redis62(t)
-	c := client(t, s)
-	l := New(GoRedis(c))
-	callSet(t, l)
-	if m := l.chooser.current(); m != ModeEval {
-		t.Fatalf("mode %v, want EVALSHA", m)
-	}
-	if err := c.Do(context.Background(), "SCRIPT", "FLUSH").Err(); err != nil {
-		t.Fatal(err)
-	}
-	d, err := l.Check(context.Background(), uniqueID(t), NewCall(3, 60))
-	if err != nil || d.Degraded() || d.Summary.Count != 1 {
-		t.Fatalf("after SCRIPT FLUSH: %+v %v", d, err)
-	}
+	direct := client(t, s)
+	eachAdapter(t, func(t *testing.T, a adapter) {
+		l := New(a.single(t, s), Options{Prefix: a.name + ":"})
+		callSet(t, l)
+		if m := l.chooser.current(); m != ModeEval {
+			t.Fatalf("mode %v, want EVALSHA", m)
+		}
+		if err := direct.Do(context.Background(), "SCRIPT", "FLUSH").Err(); err != nil {
+			t.Fatal(err)
+		}
+		d, err := l.Check(context.Background(), uniqueID(t), NewCall(3, 60))
+		if err != nil || d.Degraded() || d.Summary.Count != 1 {
+			t.Fatalf("after SCRIPT FLUSH: %+v %v", d, err)
+		}
+	})
 }
 
 func TestLiveServerStopped(t *testing.T) {
+	eachAdapter(t, func(t *testing.T, a adapter) { serverStopped(t, a) })
+}
+
+func serverStopped(t *testing.T, a adapter) {
 	s := moduleServer(t)
-	l := New(GoRedis(client(t, s)), Options{Timeout: 300 * time.Millisecond})
+	l := New(a.single(t, s), Options{Timeout: 300 * time.Millisecond})
 	if _, err := l.Check(context.Background(), "x", NewCall(3, 60)); err != nil {
 		t.Fatal(err)
 	}
-	s.stop()
+	s.Stop()
 	for i := 0; i < 3; i++ {
 		start := time.Now()
 		d, err := l.Check(context.Background(), "x", NewCall(3, 60))
@@ -170,5 +230,3 @@ func TestLiveServerStopped(t *testing.T) {
 		}
 	}
 }
-
-var _ = redis.Nil

@@ -83,14 +83,15 @@ test: deps-system deps-valgrind build build-fault deps-python ## Every test: uni
 	$(MAKE) test-java
 	@$(SEED_NOTE)
 
-deps-go: ## The Go client's and its examples' modules (go mod download from the module proxy)
+deps-go: ## The Go client's, its examples' and its bench's modules (go mod download from the module proxy)
 	@command -v go >/dev/null || { echo "go is missing: install Go 1.26+"; exit 1; }
-	cd clients/go && go mod download && cd examples && go mod download
+	cd clients/go && go mod download && cd examples && go mod download && cd ../bench && go mod download
 
 test-go: build deps-go ## The Go client (clients/go): go vet, go test -race on real servers, each fuzz target for 3 s; the chi/gin/echo examples (clients/go/examples, their own module) over HTTP on a module server
 	cd clients/go && go vet ./... && SLIDINGWINDOW_REPO=$(CURDIR) go test -race -count=1 ./...
 	cd clients/go && for f in FuzzParseLimits FuzzParseReply; do go test -run '^$$' -fuzz "^$$f$$" -fuzztime=3s . || exit 1; done
 	cd clients/go/examples && go vet ./... && SLIDINGWINDOW_REPO=$(CURDIR) go test -count=1 ./...
+	cd clients/go/bench && go vet ./... && go test -count=1 ./...
 
 test-node: build ## The Node client (clients/node): npm ci from the lockfile, then its tests on every server (test-node-install's included)
 	@command -v npm >/dev/null || { echo "npm is missing: install Node.js 18+ (with npm)"; exit 1; }
@@ -134,7 +135,7 @@ lint: ## cargo fmt --check, clippy -D warnings, mypy --strict on the Python clie
 	$(PYTHON) -m mypy --strict clients/python/src/slidingwindow
 	cd clients/node && { [ -d node_modules ] || npm ci --no-audit --no-fund; } && npm run lint
 	cd clients/go && test -z "$$(gofmt -l .)" || { gofmt -l .; echo "gofmt: the files above are not formatted"; exit 1; }
-	cd clients/go && go vet ./... && cd examples && go vet ./...
+	cd clients/go && go vet ./... && cd examples && go vet ./... && cd ../bench && go vet ./...
 	cd clients/java && mvn -B -q spotless:check
 
 bench-deps: ## The benchmark's Python tools (bench/requirements.txt)
@@ -145,12 +146,17 @@ bench: build bench-deps ## Server time, throughput, latency and memory against I
 	$(PYTHON) bench/gateway_flood.py
 	$(MAKE) bench-node
 	$(MAKE) bench-rust
+	$(MAKE) bench-go
 	$(PYTHON) bench/bench.py --update-readme --from bench/results/latest.json >/dev/null
 	$(PYTHON) bench/readme_blocks.py
 
 .PHONY: bench-rust
 bench-rust: build ## Rust: the tower layer in an axum app vs no limiter and tower_governor (req/s, p99, Redis server time, CPU per request; the Node store's CPU beside it when clients/node is built) -> bench/results/rust.*
 	cargo run --profile bench-client -p slidingwindow-client-bench -- $(RUST_BENCH_ARGS)
+
+.PHONY: bench-go
+bench-go: build ## Go: the net/http middleware vs httprate-redis and redis_rate v10 (req/s, p99, Redis and CPU per request; overshoot of 8 apps on one identity judged by an exact log) -> bench/results/go.json
+	cd clients/go/bench && go run . $(GO_BENCH_ARGS)
 
 .PHONY: bench-node
 bench-node: build ## Node: Express req/s and Redis server time per request, our store vs rate-limit-redis -> bench/results/node.*
@@ -159,6 +165,7 @@ bench-node: build ## Node: Express req/s and Redis server time per request, our 
 
 bench-quick: build bench-deps ## The same benchmark, small: runs in CI so it cannot rot
 	$(PYTHON) bench/bench.py --quick $(BENCH_ARGS)
+	cd clients/go/bench && go run . -quick
 
 .PHONY: bench-plain
 bench-plain: build bench-deps ## Only the plain redis-benchmark conditions (50 clients x pipeline 32)

@@ -31,7 +31,8 @@ from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import report  # noqa: E402  (bench/ is not a package for the benchmark's scripts)
+import clients_report  # noqa: E402  (bench/ is not a package for the benchmark's scripts)
+import report  # noqa: E402
 from accuracy.report import render_markdown as accuracy_markdown  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -227,6 +228,7 @@ BLOCKS: dict[str, Callable[[], str]] = {
     "bench-duration": _bench_duration,
     "node-bench": _node_bench,
     "node-outage": _node_outage,
+    "go-bench": clients_report.go_bench,
 }
 
 

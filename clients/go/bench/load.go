@@ -1,0 +1,118 @@
+package main
+
+// The load: keep-alive HTTP/1.1 connections, each sending GET / with an X-Id header and
+// reading the whole answer before the next, flat out or paced to a total rate.
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"math/rand"
+	"net"
+	"net/http"
+	"sort"
+	"sync"
+	"time"
+)
+
+// traffic names the identity of each request.
+type traffic func(rng *rand.Rand) string
+
+// allowedTraffic spreads requests over 10,000 identities (none near its limit).
+func allowedTraffic(rng *rand.Rand) string { return fmt.Sprintf("u%d", rng.Intn(10000)) }
+
+// hotTraffic sends 90% of requests as one identity (refused once past its limit) and the
+// rest spread over 10,000.
+func hotTraffic(rng *rand.Rand) string {
+	if rng.Intn(10) != 0 {
+		return "hot"
+	}
+	return allowedTraffic(rng)
+}
+
+// oneIdentity: every request is the same caller (the overshoot run).
+func oneIdentity(*rand.Rand) string { return "one" }
+
+type loadResult struct {
+	requests, non2xx int
+	seconds          float64
+	p50ms, p99ms     float64
+}
+
+// load sends from `conns` connections spread over `ports` for d, at `rate` requests/s in
+// total (0: as fast as answered).
+func load(ports []int, conns int, d time.Duration, rate float64, who traffic) (loadResult, error) {
+	var pace time.Duration
+	if rate > 0 {
+		pace = time.Duration(float64(conns) / rate * float64(time.Second))
+	}
+	deadline := time.Now().Add(d)
+	start := time.Now()
+	lat := make([][]time.Duration, conns)
+	bad := make([]int, conns)
+	errs := make([]error, conns)
+	var wg sync.WaitGroup
+	for i := 0; i < conns; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			lat[i], bad[i], errs[i] = connection(ports[i%len(ports)], deadline, pace, who, int64(i))
+		}(i)
+	}
+	wg.Wait()
+	res := loadResult{seconds: time.Since(start).Seconds()}
+	var all []time.Duration
+	for i := range lat {
+		if errs[i] != nil {
+			return res, errs[i]
+		}
+		all = append(all, lat[i]...)
+		res.non2xx += bad[i]
+	}
+	sort.Slice(all, func(a, b int) bool { return all[a] < all[b] })
+	res.requests = len(all)
+	pct := func(p float64) float64 {
+		if len(all) == 0 {
+			return 0
+		}
+		return float64(all[min(int(float64(len(all))*p), len(all)-1)]) / 1e6
+	}
+	res.p50ms, res.p99ms = pct(0.50), pct(0.99)
+	return res, nil
+}
+
+func connection(port int, deadline time.Time, pace time.Duration, who traffic, seed int64) ([]time.Duration, int, error) {
+	c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+	if err != nil {
+		return nil, 0, err
+	}
+	defer c.Close()
+	rng := rand.New(rand.NewSource(seed))
+	r := bufio.NewReader(c)
+	var lat []time.Duration
+	non2xx := 0
+	next := time.Now()
+	for time.Now().Before(deadline) {
+		if pace > 0 {
+			if wait := time.Until(next); wait > 0 {
+				time.Sleep(wait)
+			}
+			next = next.Add(pace)
+		}
+		t0 := time.Now()
+		if _, err := fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: bench\r\nX-Id: %s\r\n\r\n", who(rng)); err != nil {
+			return nil, 0, err
+		}
+		resp, err := http.ReadResponse(r, nil)
+		if err != nil {
+			return nil, 0, err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode >= 300 {
+			non2xx++
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	return lat, non2xx, nil
+}

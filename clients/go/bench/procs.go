@@ -1,0 +1,168 @@
+package main
+
+// The processes a run starts: redis-server (with the module, and without it for the
+// library rows) and the apps, each stopped by the run that started it.
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// repoRoot is the checkout this bench sits in (the directory holding lua/slidingwindow.lua).
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "lua", "slidingwindow.lua")); err == nil {
+			return d, nil
+		}
+		if filepath.Dir(d) == d {
+			return "", fmt.Errorf("no repository above %s", dir)
+		}
+	}
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+type server struct {
+	cmd  *exec.Cmd
+	addr string
+	rdb  *redis.Client
+}
+
+// startRedis starts redis-server ($REDIS_SERVER, else the one on PATH) on a free port,
+// with the module when `module` is not "".
+func startRedis(module string) (*server, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	bin := os.Getenv("REDIS_SERVER")
+	if bin == "" {
+		bin = "redis-server"
+	}
+	args := []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"}
+	if module != "" {
+		args = append(args, "--loadmodule", module)
+	}
+	cmd := exec.Command(bin, args...)
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("%s: %w", bin, err)
+	}
+	s := &server{cmd: cmd, addr: fmt.Sprintf("127.0.0.1:%d", port)}
+	s.rdb = redis.NewClient(&redis.Options{Addr: s.addr})
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if s.rdb.Ping(context.Background()).Err() == nil {
+			return s, nil
+		}
+		if time.Now().After(deadline) {
+			s.stop()
+			return nil, fmt.Errorf("redis-server on %s did not answer", s.addr)
+		}
+	}
+}
+
+func (s *server) stop() {
+	_ = s.rdb.Close()
+	_ = s.cmd.Process.Kill()
+	_ = s.cmd.Wait()
+}
+
+// serverUsec is the server time of every command since the last CONFIG RESETSTAT.
+func (s *server) serverUsec() (float64, error) {
+	info, err := s.rdb.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		return 0, err
+	}
+	total := 0.0
+	for _, line := range strings.Split(info, "\n") {
+		if !strings.HasPrefix(line, "cmdstat_") || strings.HasPrefix(line, "cmdstat_info:") ||
+			strings.HasPrefix(line, "cmdstat_config|resetstat:") {
+			continue
+		}
+		for _, part := range strings.Split(strings.TrimSpace(line[strings.IndexByte(line, ':')+1:]), ",") {
+			if v, ok := strings.CutPrefix(part, "usec="); ok {
+				f, _ := strconv.ParseFloat(v, 64)
+				total += f
+			}
+		}
+	}
+	return total, nil
+}
+
+func (s *server) resetStats() error {
+	return s.rdb.ConfigResetStat(context.Background()).Err()
+}
+
+type app struct {
+	cmd  *exec.Cmd
+	port int
+}
+
+// startApp runs this binary's `serve` in a child process and waits for its port.
+func startApp(variant, redisAddr string, limit, window int, keepLog bool) (*app, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	args := []string{"serve", variant, redisAddr, strconv.Itoa(limit), strconv.Itoa(window)}
+	if keepLog {
+		args = append(args, "log")
+	}
+	cmd := exec.Command(self, args...)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	port, perr := strconv.Atoi(strings.TrimPrefix(strings.TrimSpace(line), "PORT "))
+	if err != nil || perr != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return nil, fmt.Errorf("%s did not start (%q)", variant, line)
+	}
+	return &app{cmd: cmd, port: port}, nil
+}
+
+func (a *app) stop() {
+	_ = a.cmd.Process.Kill()
+	_ = a.cmd.Wait()
+}
+
+// cpu is the app's user + system time so far (/proc/<pid>/stat).
+func (a *app) cpu() time.Duration {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", a.cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	s := string(stat)
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	// After the name: state is field 3; utime 14 and stime 15 (1-indexed), in clock ticks
+	// (100 per second on Linux).
+	ut, _ := strconv.ParseInt(fields[11], 10, 64)
+	st, _ := strconv.ParseInt(fields[12], 10, 64)
+	return time.Duration(ut+st) * 10 * time.Millisecond
+}

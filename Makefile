@@ -84,7 +84,7 @@ test: deps-system deps-valgrind build build-fault deps-python ## Every test: uni
 	@$(SEED_NOTE)
 
 deps-go: ## The Go client's, its examples' and its bench's modules (go mod download from the module proxy)
-	@command -v go >/dev/null || { echo "go is missing: install Go 1.26+"; exit 1; }
+	@command -v go >/dev/null || { echo "go is missing: install Go 1.23+"; exit 1; }
 	cd clients/go && go mod download && cd examples && go mod download && cd ../bench && go mod download
 
 test-go: build deps-go ## The Go client (clients/go): go vet, go test -race on real servers, each fuzz target for 3 s; the chi/gin/echo examples (clients/go/examples, their own module) over HTTP on a module server

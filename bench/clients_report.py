@@ -9,8 +9,9 @@ from statistics import median
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
-GO_NAMES = {"none": "no limiter", "slidingwindow": "ours", "slidingwindow-denycache":
-            "ours + deny cache", "httprate-redis": "httprate-redis", "redis_rate": "redis_rate v10"}
+GO_NAMES = {"none": "no limiter", "slidingwindow": "ours", "slidingwindow-nocache":
+            "ours, NoDenyCache", "slidingwindow-denycache": "ours + deny cache",
+            "httprate-redis": "httprate-redis", "redis_rate": "redis_rate v10"}
 
 
 def _m(values: list[float], digits: int) -> str:

@@ -37,9 +37,30 @@ type Reply struct {
 // Set ContextTimeoutEnabled in the client's options so a frozen server costs the call
 // no more than the limiter's timeout at the socket too (the limiter returns at its
 // deadline either way).
-func GoRedis(c redis.UniversalClient) Conn { return goRedisConn{c} }
+func GoRedis(c redis.UniversalClient) Conn { return goRedisConn{c, contextTimeouts(c)} }
 
-type goRedisConn struct{ c redis.UniversalClient }
+type goRedisConn struct {
+	c        redis.UniversalClient
+	deadline bool // the client's options have ContextTimeoutEnabled
+}
+
+// deadlineBound is a Conn whose calls return by their context's deadline on their own:
+// the limiter then makes them on the caller's goroutine instead of a goroutine per call.
+type deadlineBound interface{ returnsByDeadline() bool }
+
+func (g goRedisConn) returnsByDeadline() bool { return g.deadline }
+
+func contextTimeouts(c redis.UniversalClient) bool {
+	switch x := c.(type) {
+	case *redis.Client:
+		return x.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		return x.Options().ContextTimeoutEnabled
+	case *redis.Ring:
+		return x.Options().ContextTimeoutEnabled
+	}
+	return false
+}
 
 func toAnys(args []string) []any {
 	out := make([]any, len(args))

@@ -41,6 +41,7 @@ type Options struct {
 // Limiter is the sliding-window rate limiter. It is safe for concurrent use.
 type Limiter struct {
 	conn    Conn
+	direct  bool // conn returns by the deadline itself: no goroutine per call
 	chooser *chooser
 	circuit *circuit
 	prefix  string
@@ -69,8 +70,10 @@ func New(conn Conn, opts ...Options) *Limiter {
 	g := logs{o.Logger}
 	ch := newChooser(o.Backend)
 	ch.logs = g
+	d, ok := conn.(deadlineBound)
 	return &Limiter{
 		conn:    conn,
+		direct:  ok && d.returnsByDeadline(),
 		chooser: ch,
 		circuit: &circuit{failOpen: !o.FailClosed, probeInterval: o.ProbeInterval, onError: o.OnError, logs: g},
 		prefix:  o.Prefix,
@@ -285,10 +288,25 @@ func (l *Limiter) decide(ctx context.Context, w wire, c Call) (*MultiLimitResult
 }
 
 // guarded runs f with the limiter's timeout (and the caller's deadline), returning at
-// the deadline even when the client under it does not.
+// the deadline even when the client under it does not: on the caller's goroutine when the
+// Conn returns by the deadline itself (go-redis with ContextTimeoutEnabled, rueidis), else
+// on a goroutine of its own that is left behind at the deadline.
 func (l *Limiter) guarded(ctx context.Context, f func(context.Context) (any, error)) (any, error) {
 	ctx, cancel := context.WithTimeout(ctx, l.timeout)
 	defer cancel()
+	if l.direct {
+		v, err := f(ctx)
+		switch {
+		case err == nil:
+			return v, nil
+		case errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded):
+			// The client's own timer can fire a moment before the context's.
+			return nil, &TimeoutError{l.timeout}
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
+		}
+		return v, err
+	}
 	type res struct {
 		v   any
 		err error

@@ -14,6 +14,18 @@ import (
 
 func TestLiveFrozen(t *testing.T) {
 	eachAdapter(t, func(t *testing.T, a adapter) { frozen(t, a) })
+	// A go-redis client left at its defaults waits out its 3 s read timeout at the socket;
+	// the limiter, not trusting it (no ContextTimeoutEnabled), still answers at its own.
+	t.Run("go-redis-without-context-timeouts", func(t *testing.T) {
+		frozen(t, adapter{name: "plain", single: func(t *testing.T, s *server) Conn {
+			c := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1})
+			t.Cleanup(func() { c.Close() })
+			if GoRedis(c).(deadlineBound).returnsByDeadline() {
+				t.Fatal("a client without ContextTimeoutEnabled taken to return by the deadline")
+			}
+			return GoRedis(c)
+		}})
+	})
 }
 
 func frozen(t *testing.T, a adapter) {

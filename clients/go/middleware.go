@@ -16,8 +16,13 @@ type MiddlewareOptions struct {
 	// CountOnlyFailures counts a request only when the handler answers with a status
 	// of 400 or more (an allowed request is given back otherwise).
 	CountOnlyFailures bool
-	// Shadow counts and sets headers but never refuses.
+	// Shadow counts and sets headers but never refuses (and never uses a deny cache).
 	Shadow bool
+	// NoDenyCache sends every request to Redis. By default the middleware answers the
+	// refusals it has seen from a deny cache until Redis could allow again (the limiter's
+	// own Options.DenyCache when it has one, else a default one of its own), as the
+	// Python and Node middlewares do.
+	NoDenyCache bool
 	// NoHeaders leaves the rate-limit headers out.
 	NoHeaders bool
 	// OnLimited answers a refused request; default 429 with a short text.
@@ -40,6 +45,12 @@ func Middleware(l *Limiter, c Call, o MiddlewareOptions) func(http.Handler) http
 			http.Error(w, "Too Many Requests", http.StatusTooManyRequests)
 		})
 	}
+	cache := l.cache
+	if o.Shadow || o.NoDenyCache {
+		cache = nil
+	} else if cache == nil {
+		cache = NewDefaultDenyCache()
+	}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			id := o.Key(r)
@@ -47,7 +58,7 @@ func Middleware(l *Limiter, c Call, o MiddlewareOptions) func(http.Handler) http
 				next.ServeHTTP(w, r)
 				return
 			}
-			d, err := l.Check(r.Context(), id, c)
+			d, err := l.run(r.Context(), opCheck, id, c, cache)
 			if err != nil {
 				if o.OnError != nil {
 					o.OnError(r, err)
@@ -71,7 +82,7 @@ func Middleware(l *Limiter, c Call, o MiddlewareOptions) func(http.Handler) http
 			sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 			next.ServeHTTP(sw, r)
 			if sw.status < 400 {
-				_, _ = l.Refund(r.Context(), id, c)
+				_, _ = l.run(r.Context(), opRefund, id, c, cache)
 			}
 		})
 	}

@@ -1,10 +1,15 @@
 package slidingwindow
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
+	"strings"
 	"testing"
+
+	"github.com/redis/go-redis/v9"
 )
 
 func get(t *testing.T, url string, h map[string]string) *http.Response {
@@ -111,4 +116,53 @@ func TestMiddleware(t *testing.T) {
 			t.Fatalf("statuses %d %d %d", a.StatusCode, b.StatusCode, a2.StatusCode)
 		}
 	})
+}
+
+// The middleware answers refusals it has seen without Redis by default (as the Python
+// and Node middlewares do); NoDenyCache and Shadow send every request.
+func TestMiddlewareDenyCacheByDefault(t *testing.T) {
+	s := moduleServer(t)
+	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") })
+	admin := client(t, s)
+	for _, tc := range []struct {
+		name   string
+		o      MiddlewareOptions
+		checks int64 // CHECKs Redis sees for 20 requests, 2 allowed
+	}{{"default", MiddlewareOptions{}, 3}, {"no-deny-cache", MiddlewareOptions{NoDenyCache: true}, 20},
+		{"shadow", MiddlewareOptions{Shadow: true}, 20}} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := New(GoRedis(client(t, s)), Options{Prefix: uniqueID(t) + ":"})
+			tc.o.Key = KeyByHeader("X-Id")
+			srv := httptest.NewServer(Middleware(l, NewCall(2, 60), tc.o)(ok))
+			defer srv.Close()
+			before := checkCalls(t, admin)
+			refused := 0
+			for i := 0; i < 20; i++ {
+				if get(t, srv.URL, map[string]string{"X-Id": "one"}).StatusCode == 429 {
+					refused++
+				}
+			}
+			if want := map[bool]int{true: 0, false: 18}[tc.o.Shadow]; refused != want {
+				t.Fatalf("refused %d of 20, want %d", refused, want)
+			}
+			if got := checkCalls(t, admin) - before; got != tc.checks {
+				t.Fatalf("Redis saw %d CHECKs for 20 requests, want %d", got, tc.checks)
+			}
+		})
+	}
+}
+
+func checkCalls(t *testing.T, c *redis.Client) int64 {
+	t.Helper()
+	info, err := c.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if rest, ok := strings.CutPrefix(line, "cmdstat_slidingwindow.check:calls="); ok {
+			n, _ := strconv.ParseInt(rest[:strings.IndexByte(rest, ',')], 10, 64)
+			return n
+		}
+	}
+	return 0
 }

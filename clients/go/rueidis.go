@@ -17,6 +17,9 @@ func Rueidis(c rueidis.Client) Conn { return rueidisConn{c} }
 
 type rueidisConn struct{ c rueidis.Client }
 
+// rueidis gives up a call when its context ends, whatever the server does.
+func (rueidisConn) returnsByDeadline() bool { return true }
+
 func build(c rueidis.Client, key string, args []string) rueidis.Completed {
 	if key != "" {
 		for i := 1; i < len(args); i++ {

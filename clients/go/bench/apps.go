@@ -24,9 +24,10 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Variants: the app without a limiter, ours (module or library, deny cache off or on), and
+// Variants: the app without a limiter, ours (module or library; at its defaults, with the
+// middleware's deny cache, and without it), and
 // the two peers on the same go-redis client.
-var variants = []string{"none", "slidingwindow", "slidingwindow-denycache", "httprate-redis", "redis_rate"}
+var variants = []string{"none", "slidingwindow", "slidingwindow-nocache", "httprate-redis", "redis_rate"}
 
 type decision struct {
 	T          int64   `json:"t"` // unix ns when the app received the request
@@ -69,14 +70,10 @@ func limited(variant string, rdb *redis.Client, limit, window int, h http.Handle
 	switch variant {
 	case "none":
 		return h, nil
-	case "slidingwindow", "slidingwindow-denycache":
-		o := slidingwindow.Options{}
-		if variant == "slidingwindow-denycache" {
-			o.DenyCache = slidingwindow.NewDefaultDenyCache()
-		}
-		l := slidingwindow.New(slidingwindow.GoRedis(rdb), o)
+	case "slidingwindow", "slidingwindow-nocache":
+		l := slidingwindow.New(slidingwindow.GoRedis(rdb))
 		mw := slidingwindow.Middleware(l, slidingwindow.NewCall(uint64(limit), uint64(window)),
-			slidingwindow.MiddlewareOptions{Key: byID})
+			slidingwindow.MiddlewareOptions{Key: byID, NoDenyCache: variant == "slidingwindow-nocache"})
 		return mw(h), nil
 	case "httprate-redis":
 		return httprate.Limit(limit, win,

@@ -159,7 +159,7 @@ func run(o options, quick bool, out string) error {
 		srv     *server
 	}
 	setups := []setup{{"none", withModule}, {"slidingwindow", withModule}, {"slidingwindow", libraryOnly},
-		{"slidingwindow-denycache", withModule}, {"httprate-redis", withModule}, {"redis_rate", withModule}}
+		{"slidingwindow-nocache", withModule}, {"httprate-redis", withModule}, {"redis_rate", withModule}}
 	if o.overshootOnly != "" {
 		res, err := overshootRun(o.overshootOnly, withModule, o, root)
 		fmt.Fprintf(os.Stderr, "%+v\n", res)

@@ -9,19 +9,21 @@ from statistics import median
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
-GO_NAMES = {"none": "no limiter", "slidingwindow": "ours", "slidingwindow-nocache":
-            "ours, NoDenyCache", "slidingwindow-denycache": "ours + deny cache",
-            "httprate-redis": "httprate-redis", "redis_rate": "redis_rate v10"}
+NAMES = {"none": "no limiter", "slidingwindow": "ours", "slidingwindow-nocache":
+         "ours, deny cache off", "slidingwindow-denycache": "ours + deny cache",
+         "httprate-redis": "httprate-redis", "redis_rate": "redis_rate v10",
+         "redis": "RedisRateLimiter", "bucket4j": "bucket4j"}
 
 
 def _m(values: list[float], digits: int) -> str:
     return f"{median(values):,.{digits}f}" if values else "-"
 
 
-def go_bench() -> str:
-    """bench/results/go.json (make bench-go): the traffic table and the overshoot table."""
-    r = json.loads((RESULTS / "go.json").read_text())
-    head = (f"`make bench-go` on Redis 7: {r['connections']} connections, {r['duration_s']:g} s "
+def client_bench(app: str) -> str:
+    """bench/results/<app>.json (make bench-<app>, clients/go/bench's harness): the traffic
+    table and the overshoot table."""
+    r = json.loads((RESULTS / f"{app}.json").read_text())
+    head = (f"`make bench-{app}` on Redis 7: {r['connections']} connections, {r['duration_s']:g} s "
             f"per run, the median of {r['rounds']} alternating rounds; app CPU at a fixed "
             f"{r['paced_rate']:g} req/s; {r['cores']} cores, load average "
             f"{r['load_average']} at the end. `allowed`: every request allowed (10,000 "
@@ -29,20 +31,22 @@ def go_bench() -> str:
     rows = ["| traffic | limiter | server | req/s | p50 ms | p99 ms | Redis us/request "
             "| app CPU us/request |", "|---|---|---|---|---|---|---|---|"]
     for x in r["rows"]:
-        rows.append(f"| {x['traffic']} | {GO_NAMES.get(x['variant'], x['variant'])} "
+        rows.append(f"| {x['traffic']} | {NAMES.get(x['variant'], x['variant'])} "
                     f"| {x['server']} | {_m(x['req_per_sec'], 0)} | {_m(x['p50_ms'], 2)} "
                     f"| {_m(x['p99_ms'], 2)} | {_m(x['server_usec_per_request'], 2)} "
                     f"| {_m(x['cpu_usec_per_request'], 1)} |")
     o = r["overshoot"]
-    shoot = [f"Overshoot: 64 connections over 8 app processes (8 limiters, one Redis), one "
+    shoot = [f"Overshoot: 64 connections over {o[0].get('instances', 8)} app processes (one "
+             "limiter each, one Redis), one "
              f"identity, {o[0]['limit']} per {o[0]['window_s']} s for {o[0]['seconds']:g} s, "
-             "every decision judged against an exact sliding log from the third window on "
+             "every answer, as the callers saw it, judged against an exact sliding log from "
+             "the third window on "
              "(Retry-After error: what it said minus the exact wait, in s).", "",
              "| limiter | allowed | most in any true window | refused within the limit "
              "| Retry-After error: median | most late | most early |",
              "|---|---|---|---|---|---|---|"]
     for v in o:
-        shoot.append(f"| {GO_NAMES.get(v['variant'], v['variant'])} | {v['allowed']:,} "
+        shoot.append(f"| {NAMES.get(v['variant'], v['variant'])} | {v['allowed']:,} "
                      f"| {v['most_in_any_window']} | {v['wrongly_refused']:,} "
                      f"| {v['retry_after_median_err']:.2f} | {v['retry_after_worst_late']:.2f} "
                      f"| {v['retry_after_worst_early']:.2f} |")

@@ -228,7 +228,7 @@ BLOCKS: dict[str, Callable[[], str]] = {
     "bench-duration": _bench_duration,
     "node-bench": _node_bench,
     "node-outage": _node_outage,
-    "go-bench": clients_report.go_bench,
+    "go-bench": lambda: clients_report.client_bench("go"),
 }
 
 

@@ -1,12 +1,11 @@
 package main
 
-// The app under load: one net/http server per child process (`bench serve ...`), GET /
-// answering "ok" behind one of the limiters, keyed by the X-Id header. With -log it keeps
-// every decision (time, allowed, Retry-After) and hands them over at GET /__decisions.
+// The Go app under load: one net/http server per child process (`bench serve ...`), GET /
+// answering "ok" behind one of the limiters, keyed by the X-Id header. Any other app that
+// keeps the same contract can be measured too (see external in main.go).
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math"
 	"net"
@@ -14,7 +13,6 @@ import (
 	_ "net/http/pprof" // /debug/pprof/ on the app when BENCH_PPROF=1
 	"os"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/go-chi/httprate"
@@ -28,39 +26,6 @@ import (
 // middleware's deny cache, and without it), and
 // the two peers on the same go-redis client.
 var variants = []string{"none", "slidingwindow", "slidingwindow-nocache", "httprate-redis", "redis_rate"}
-
-type decision struct {
-	T          int64   `json:"t"` // unix ns when the app received the request
-	Allowed    bool    `json:"a"`
-	RetryAfter float64 `json:"r"` // the Retry-After header's seconds; -1 when absent
-}
-
-type recorder struct {
-	mu  sync.Mutex
-	log []decision
-}
-
-func (rec *recorder) wrap(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		t := time.Now().UnixNano()
-		sw := &status{ResponseWriter: w, code: http.StatusOK}
-		next.ServeHTTP(sw, r)
-		d := decision{T: t, Allowed: sw.code < 400, RetryAfter: -1}
-		if v, err := strconv.ParseFloat(w.Header().Get("Retry-After"), 64); err == nil {
-			d.RetryAfter = v
-		}
-		rec.mu.Lock()
-		rec.log = append(rec.log, d)
-		rec.mu.Unlock()
-	})
-}
-
-type status struct {
-	http.ResponseWriter
-	code int
-}
-
-func (s *status) WriteHeader(code int) { s.code = code; s.ResponseWriter.WriteHeader(code) }
 
 func byID(r *http.Request) string { return r.Header.Get("X-Id") }
 
@@ -102,7 +67,7 @@ func limited(variant string, rdb *redis.Client, limit, window int, h http.Handle
 }
 
 // serve runs one app until killed, printing "PORT n" once it listens.
-func serve(variant, redisAddr string, limit, window int, keepLog bool) error {
+func serve(variant, redisAddr string, limit, window int) error {
 	rdb := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true, PoolSize: 64})
 	if err := rdb.Ping(context.Background()).Err(); err != nil {
 		return err
@@ -112,17 +77,8 @@ func serve(variant, redisAddr string, limit, window int, keepLog bool) error {
 	if err != nil {
 		return err
 	}
-	rec := &recorder{}
-	if keepLog {
-		h = rec.wrap(h)
-	}
 	mux := http.NewServeMux()
 	mux.Handle("/", h)
-	mux.HandleFunc("/__decisions", func(w http.ResponseWriter, _ *http.Request) {
-		rec.mu.Lock()
-		defer rec.mu.Unlock()
-		_ = json.NewEncoder(w).Encode(rec.log)
-	})
 	if os.Getenv("BENCH_PPROF") == "1" {
 		mux.Handle("/debug/pprof/", http.DefaultServeMux)
 	}

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"sort"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -37,11 +38,21 @@ type loadResult struct {
 	requests, non2xx int
 	seconds          float64
 	p50ms, p99ms     float64
+	decisions        []decision // with keep: every answer, as the caller saw it
+}
+
+// decision is one answer: when (unix ns, halfway between sending and the answer), whether
+// it was allowed (2xx), and the Retry-After it carried (-1: none).
+type decision struct {
+	T          int64   `json:"t"`
+	Allowed    bool    `json:"a"`
+	RetryAfter float64 `json:"r"`
 }
 
 // load sends from `conns` connections spread over `ports` for d, at `rate` requests/s in
 // total (0: as fast as answered).
-func load(ports []int, conns int, d time.Duration, rate float64, who traffic) (loadResult, error) {
+// With keep, every answer is kept as a decision.
+func load(ports []int, conns int, d time.Duration, rate float64, who traffic, keep bool) (loadResult, error) {
 	var pace time.Duration
 	if rate > 0 {
 		pace = time.Duration(float64(conns) / rate * float64(time.Second))
@@ -51,12 +62,17 @@ func load(ports []int, conns int, d time.Duration, rate float64, who traffic) (l
 	lat := make([][]time.Duration, conns)
 	bad := make([]int, conns)
 	errs := make([]error, conns)
+	kept := make([][]decision, conns)
 	var wg sync.WaitGroup
 	for i := 0; i < conns; i++ {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			lat[i], bad[i], errs[i] = connection(ports[i%len(ports)], deadline, pace, who, int64(i))
+			var log *[]decision
+			if keep {
+				log = &kept[i]
+			}
+			lat[i], bad[i], errs[i] = connection(ports[i%len(ports)], deadline, pace, who, int64(i), log)
 		}(i)
 	}
 	wg.Wait()
@@ -68,6 +84,7 @@ func load(ports []int, conns int, d time.Duration, rate float64, who traffic) (l
 		}
 		all = append(all, lat[i]...)
 		res.non2xx += bad[i]
+		res.decisions = append(res.decisions, kept[i]...)
 	}
 	sort.Slice(all, func(a, b int) bool { return all[a] < all[b] })
 	res.requests = len(all)
@@ -81,7 +98,7 @@ func load(ports []int, conns int, d time.Duration, rate float64, who traffic) (l
 	return res, nil
 }
 
-func connection(port int, deadline time.Time, pace time.Duration, who traffic, seed int64) ([]time.Duration, int, error) {
+func connection(port int, deadline time.Time, pace time.Duration, who traffic, seed int64, log *[]decision) ([]time.Duration, int, error) {
 	c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 	if err != nil {
 		return nil, 0, err
@@ -109,10 +126,18 @@ func connection(port int, deadline time.Time, pace time.Duration, who traffic, s
 		}
 		_, _ = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
+		took := time.Since(t0)
 		if resp.StatusCode >= 300 {
 			non2xx++
 		}
-		lat = append(lat, time.Since(t0))
+		if log != nil {
+			d := decision{T: t0.Add(took / 2).UnixNano(), Allowed: resp.StatusCode < 300, RetryAfter: -1}
+			if v, err := strconv.ParseFloat(resp.Header.Get("Retry-After"), 64); err == nil {
+				d.RetryAfter = v
+			}
+			*log = append(*log, d)
+		}
+		lat = append(lat, took)
 	}
 	return lat, non2xx, nil
 }

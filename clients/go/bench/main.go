@@ -1,19 +1,25 @@
-// Command bench (make bench-go) measures the Go client's net/http middleware against
-// go-chi/httprate with httprate-redis and go-redis/redis_rate v10, in the same app on the
-// same Redis:
+// Command bench (make bench-go, make bench-java) measures a rate limiter in an HTTP app
+// against its peers, in the same app on the same Redis:
 //
 //   - requests/s and p50/p99 at 32 connections, the Redis server time per request (INFO
 //     commandstats), and the app's CPU per request at a fixed, unsaturated rate (from
 //     /proc), the median of alternating rounds; once with every request allowed and once
 //     with 90% of the requests from one refused identity;
-//   - overshoot: 64 connections over 8 app processes (8 limiters, one Redis), one
-//     identity, 100 per 10 s, for 30 s; every decision judged against an exact sliding log.
+//   - overshoot: 64 connections over several app processes (one limiter each, one Redis),
+//     one identity, 100 per 10 s, for 30 s; every answer, as the callers saw it, judged
+//     against an exact sliding log.
 //
 // Ours runs on a server with the module and once on one without it (the library, loaded
-// by the client). Writes bench/results/go.json; bench/readme_blocks.py renders it.
+// by the client). By default the apps are this module's Go app (apps.go: the Go client's
+// middleware against go-chi/httprate with httprate-redis and go-redis/redis_rate v10);
+// -app-cmd measures any other app that keeps launcher's contract (procs.go), such as the
+// Spring Cloud Gateway one in clients/java/bench. Writes bench/results/<app-name>.json;
+// bench/readme_blocks.py renders it.
 //
 //	go run . [-quick] [-out path]
-//	go run . serve <variant> <redis addr> <limit> <window s> [log]   (one app; internal)
+//	go run . -app-name java -app-cmd "java -jar ..." -variants none,slidingwindow,redis \
+//	         -overshoot-variants slidingwindow,redis -instances 4
+//	go run . serve <variant> <redis addr> <limit> <window s>   (one Go app)
 //	go run . load <port> <seconds>   (32 connections on a running app, e.g. to profile one
 //	                                  served with BENCH_PPROF=1 at /debug/pprof/)
 package main
@@ -24,22 +30,25 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 )
 
 type options struct {
-	rounds, conns   int
-	duration        time.Duration
-	rate            float64
-	overshootFor    time.Duration
-	overshootWindow int
-	overshootOnly   string // run only this variant's overshoot (its decisions still go to target/)
+	rounds, conns     int
+	duration, warmup  time.Duration
+	rate              float64
+	overshootFor      time.Duration
+	overshootWindow   int
+	instances         int
+	variants          []string
+	overshootVariants []string
+	apps              launcher
 }
 
 // A row: one limiter in one traffic.
@@ -57,14 +66,16 @@ type row struct {
 }
 
 type overshoot struct {
-	Variant string  `json:"variant"`
-	Limit   int     `json:"limit"`
-	Window  int     `json:"window_s"`
-	Seconds float64 `json:"seconds"`
+	Variant   string  `json:"variant"`
+	Limit     int     `json:"limit"`
+	Window    int     `json:"window_s"`
+	Seconds   float64 `json:"seconds"`
+	Instances int     `json:"instances"`
 	verdict
 }
 
 type report struct {
+	App        string      `json:"app"`
 	Rounds     int         `json:"rounds"`
 	Conns      int         `json:"connections"`
 	DurationS  float64     `json:"duration_s"`
@@ -85,56 +96,89 @@ func main() {
 		return
 	}
 	if len(os.Args) > 3 && os.Args[1] == "load" {
-		port, err1 := strconv.Atoi(os.Args[2])
-		secs, err2 := strconv.Atoi(os.Args[3])
-		if err1 != nil || err2 != nil {
-			fmt.Fprintln(os.Stderr, "load <port> <seconds>")
-			os.Exit(2)
-		}
-		r, err := load([]int{port}, 32, time.Duration(secs)*time.Second, 0, allowedTraffic)
-		fmt.Fprintf(os.Stderr, "%d requests, %.0f req/s, p99 %.2f ms, err %v\n", r.requests, float64(r.requests)/r.seconds, r.p99ms, err)
+		loadArgs(os.Args[2:])
 		return
 	}
 	quick := flag.Bool("quick", false, "a small run (seconds) that keeps the harness from rotting")
+	name := flag.String("app-name", "go", "names the results: bench/results/<name>.json")
+	cmd := flag.String("app-cmd", "", "an external app's command (default: this binary's Go app)")
+	variants := flag.String("variants", "none,slidingwindow,slidingwindow-nocache,httprate-redis,redis_rate", "the app's variants to measure")
+	shoot := flag.String("overshoot-variants", "slidingwindow,httprate-redis,redis_rate", "the variants of the overshoot run")
+	instances := flag.Int("instances", 8, "app processes in the overshoot run")
+	rounds := flag.Int("rounds", 5, "alternating rounds")
+	warmup := flag.Duration("warmup", 0, "load before each measured run (default: a quarter of a run)")
 	only := flag.String("overshoot", "", "run only the overshoot, of this variant")
-	out := flag.String("out", "", "the JSON to write (default bench/results/go.json; -quick: target/bench-go-quick.json)")
+	out := flag.String("out", "", "the JSON to write (default bench/results/<app-name>.json; -quick: target/bench-<app-name>-quick.json)")
 	flag.Parse()
-	o := options{rounds: 5, conns: 32, duration: 3 * time.Second, rate: 2000,
+	o := options{rounds: *rounds, conns: 32, duration: 3 * time.Second, rate: 2000,
 		overshootFor: 30 * time.Second, overshootWindow: 10}
 	if *quick {
 		o = options{rounds: 1, conns: 8, duration: 500 * time.Millisecond, rate: 500,
 			overshootFor: 4 * time.Second, overshootWindow: 1}
 	}
-	if *only != "" {
-		o.overshootOnly = *only
+	o.warmup = o.duration / 4
+	if *warmup > 0 {
+		o.warmup = *warmup
 	}
-	if err := run(o, *quick, *out); err != nil {
-		fmt.Fprintln(os.Stderr, "bench-go:", err)
+	o.instances, o.variants, o.overshootVariants = *instances, split(*variants), split(*shoot)
+	o.apps = launcher{cmd: strings.Fields(*cmd)}
+	if *only != "" {
+		o.variants, o.overshootVariants = nil, []string{*only}
+	}
+	if err := run(o, *name, *quick, *out); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
 }
 
+func split(s string) []string {
+	var out []string
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
 func serveArgs(a []string) error {
 	if len(a) < 4 {
-		return fmt.Errorf("serve <variant> <redis addr> <limit> <window s> [log]")
+		return fmt.Errorf("serve <variant> <redis addr> <limit> <window s>")
 	}
 	limit, err1 := strconv.Atoi(a[2])
 	window, err2 := strconv.Atoi(a[3])
 	if err1 != nil || err2 != nil {
 		return fmt.Errorf("limit and window are integers: %q %q", a[2], a[3])
 	}
-	return serve(a[0], a[1], limit, window, len(a) > 4 && a[4] == "log")
+	return serve(a[0], a[1], limit, window)
 }
 
-func run(o options, quick bool, out string) error {
+func loadArgs(a []string) {
+	port, err1 := strconv.Atoi(a[0])
+	secs, err2 := strconv.Atoi(a[1])
+	if err1 != nil || err2 != nil {
+		fmt.Fprintln(os.Stderr, "load <port> <seconds>")
+		os.Exit(2)
+	}
+	r, err := load([]int{port}, 32, time.Duration(secs)*time.Second, 0, allowedTraffic, false)
+	fmt.Fprintf(os.Stderr, "%d requests, %.0f req/s, p99 %.2f ms, err %v\n", r.requests, float64(r.requests)/r.seconds, r.p99ms, err)
+}
+
+type setup struct {
+	variant string
+	srv     *server
+	server  string
+}
+
+func run(o options, name string, quick bool, out string) error {
 	root, err := repoRoot()
 	if err != nil {
 		return err
 	}
 	if out == "" {
-		out = filepath.Join(root, "bench", "results", "go.json")
+		out = filepath.Join(root, "bench", "results", name+".json")
 		if quick {
-			out = filepath.Join(root, "target", "bench-go-quick.json")
+			out = filepath.Join(root, "target", "bench-"+name+"-quick.json")
 		}
 	}
 	module := filepath.Join(root, "target", "release", "libredis_slidingwindow.so")
@@ -152,54 +196,31 @@ func run(o options, quick bool, out string) error {
 	}
 	defer libraryOnly.stop()
 
-	rep := report{Rounds: o.rounds, Conns: o.conns, DurationS: o.duration.Seconds(), Rate: o.rate,
+	rep := report{App: name, Rounds: o.rounds, Conns: o.conns, DurationS: o.duration.Seconds(), Rate: o.rate,
 		Cores: runtime.NumCPU(), Quick: quick}
-	type setup struct {
-		variant string
-		srv     *server
-	}
-	setups := []setup{{"none", withModule}, {"slidingwindow", withModule}, {"slidingwindow", libraryOnly},
-		{"slidingwindow-nocache", withModule}, {"httprate-redis", withModule}, {"redis_rate", withModule}}
-	if o.overshootOnly != "" {
-		res, err := overshootRun(o.overshootOnly, withModule, o, root)
-		fmt.Fprintf(os.Stderr, "%+v\n", res)
-		return err
+	var setups []setup
+	for _, v := range o.variants {
+		setups = append(setups, setup{v, withModule, "module"})
+		if v == "slidingwindow" { // ours once more where a module cannot be loaded
+			setups = append(setups, setup{v, libraryOnly, "library"})
+		}
 	}
 	for _, tr := range []struct {
 		name  string
 		who   traffic
 		limit int
 	}{{"allowed", allowedTraffic, 1_000_000_000}, {"hot", hotTraffic, 100}} {
-		rows := make([]row, len(setups))
-		for i, s := range setups {
-			rows[i] = row{Traffic: tr.name, Variant: s.variant, Server: serverName(s.srv, libraryOnly)}
+		if len(setups) == 0 {
+			break
 		}
-		for round := 0; round < o.rounds; round++ {
-			order := make([]int, len(setups))
-			for i := range order {
-				order[i] = i
-			}
-			if round%2 == 1 {
-				sort.Sort(sort.Reverse(sort.IntSlice(order)))
-			}
-			for _, i := range order {
-				s := setups[i]
-				if err := s.srv.rdb.FlushAll(context.Background()).Err(); err != nil {
-					return err
-				}
-				if err := measure(&rows[i], s.variant, s.srv, tr.who, tr.limit, o); err != nil {
-					return fmt.Errorf("%s %s: %w", tr.name, s.variant, err)
-				}
-				r := rows[i]
-				n := len(r.ReqPerS) - 1
-				fmt.Fprintf(os.Stderr, "%s round %d %-24s %-7s %8.0f req/s  p99 %6.2f ms  redis %6.2f us/req  cpu %6.1f us/req  refused %.2f\n",
-					tr.name, round, s.variant, r.Server, r.ReqPerS[n], r.P99ms[n], r.RedisUs[n], r.CPUUs[n], r.Refused[n])
-			}
+		rows, err := traffics(setups, tr.name, tr.who, tr.limit, o)
+		if err != nil {
+			return err
 		}
 		rep.Rows = append(rep.Rows, rows...)
 	}
-	for _, v := range []string{"slidingwindow", "httprate-redis", "redis_rate"} {
-		res, err := overshootRun(v, withModule, o, root)
+	for _, v := range o.overshootVariants {
+		res, err := overshootRun(v, withModule, o, root, name)
 		if err != nil {
 			return fmt.Errorf("overshoot %s: %w", v, err)
 		}
@@ -221,38 +242,62 @@ func run(o options, quick bool, out string) error {
 	return os.WriteFile(out, append(data, '\n'), 0o644)
 }
 
-func serverName(s, libraryOnly *server) string {
-	if s == libraryOnly {
-		return "library"
+// traffics measures every setup in one traffic, in alternating order round by round.
+func traffics(setups []setup, name string, who traffic, limit int, o options) ([]row, error) {
+	rows := make([]row, len(setups))
+	for i, s := range setups {
+		rows[i] = row{Traffic: name, Variant: s.variant, Server: s.server}
 	}
-	return "module"
+	for round := 0; round < o.rounds; round++ {
+		order := make([]int, len(setups))
+		for i := range order {
+			order[i] = i
+		}
+		if round%2 == 1 {
+			sort.Sort(sort.Reverse(sort.IntSlice(order)))
+		}
+		for _, i := range order {
+			s := setups[i]
+			if err := s.srv.rdb.FlushAll(context.Background()).Err(); err != nil {
+				return nil, err
+			}
+			if err := measure(&rows[i], s, who, limit, o); err != nil {
+				return nil, fmt.Errorf("%s %s: %w", name, s.variant, err)
+			}
+			r := rows[i]
+			n := len(r.ReqPerS) - 1
+			fmt.Fprintf(os.Stderr, "%s round %d %-24s %-7s %8.0f req/s  p99 %6.2f ms  redis %6.2f us/req  cpu %6.1f us/req  refused %.2f\n",
+				name, round, s.variant, r.Server, r.ReqPerS[n], r.P99ms[n], r.RedisUs[n], r.CPUUs[n], r.Refused[n])
+		}
+	}
+	return rows, nil
 }
 
 // measure: one app, a warm-up, a saturated run (req/s, latency, Redis time) and a paced
 // one (the app's CPU per request).
-func measure(r *row, variant string, s *server, who traffic, limit int, o options) error {
-	a, err := startApp(variant, s.addr, limit, 60, false)
+func measure(r *row, s setup, who traffic, limit int, o options) error {
+	a, err := o.apps.start(s.variant, s.srv.addr, limit, 60)
 	if err != nil {
 		return err
 	}
 	defer a.stop()
 	ports := []int{a.port}
-	if _, err := load(ports, o.conns, o.duration/4, 0, who); err != nil {
+	if _, err := load(ports, o.conns, o.warmup, 0, who, false); err != nil {
 		return err
 	}
-	if err := s.resetStats(); err != nil {
+	if err := s.srv.resetStats(); err != nil {
 		return err
 	}
-	full, err := load(ports, o.conns, o.duration, 0, who)
+	full, err := load(ports, o.conns, o.duration, 0, who, false)
 	if err != nil {
 		return err
 	}
-	usec, err := s.serverUsec()
+	usec, err := s.srv.serverUsec()
 	if err != nil {
 		return err
 	}
 	c0 := a.cpu()
-	paced, err := load(ports, o.conns, o.duration, o.rate, who)
+	paced, err := load(ports, o.conns, o.duration, o.rate, who, false)
 	if err != nil {
 		return err
 	}
@@ -268,55 +313,36 @@ func measure(r *row, variant string, s *server, who traffic, limit int, o option
 	return nil
 }
 
-// overshootRun: 8 apps of one variant on one Redis, 64 connections, one identity.
-// Every decision is kept in target/bench-go/overshoot-<variant>.json for a closer look.
-func overshootRun(variant string, s *server, o options, root string) (overshoot, error) {
+// overshootRun: o.instances apps of one variant on one Redis, 64 connections, one
+// identity. Every answer is kept in target/bench-<name>/overshoot-<variant>.json.
+func overshootRun(variant string, s *server, o options, root, name string) (overshoot, error) {
 	const limit = 100
-	res := overshoot{Variant: variant, Limit: limit, Window: o.overshootWindow, Seconds: o.overshootFor.Seconds()}
+	res := overshoot{Variant: variant, Limit: limit, Window: o.overshootWindow,
+		Seconds: o.overshootFor.Seconds(), Instances: o.instances}
 	if err := s.rdb.FlushAll(context.Background()).Err(); err != nil {
 		return res, err
 	}
-	var apps []*app
-	defer func() {
-		for _, a := range apps {
-			a.stop()
-		}
-	}()
 	var ports []int
-	for i := 0; i < 8; i++ {
-		a, err := startApp(variant, s.addr, limit, o.overshootWindow, true)
+	for i := 0; i < o.instances; i++ {
+		a, err := o.apps.start(variant, s.addr, limit, o.overshootWindow)
 		if err != nil {
 			return res, err
 		}
-		apps = append(apps, a)
+		defer a.stop()
 		ports = append(ports, a.port)
 	}
-	if _, err := load(ports, 64, o.overshootFor, 0, oneIdentity); err != nil {
+	got, err := load(ports, 64, o.overshootFor, 0, oneIdentity, true)
+	if err != nil {
 		return res, err
 	}
-	var all []decision
-	for _, a := range apps {
-		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/__decisions", a.port))
-		if err != nil {
-			return res, err
-		}
-		var ds []decision
-		err = json.NewDecoder(resp.Body).Decode(&ds)
-		resp.Body.Close()
-		if err != nil {
-			return res, err
-		}
-		all = append(all, ds...)
-	}
-	raw := filepath.Join(root, "target", "bench-go", "overshoot-"+variant+".json")
-	if data, err := json.Marshal(all); err == nil && os.MkdirAll(filepath.Dir(raw), 0o755) == nil {
+	raw := filepath.Join(root, "target", "bench-"+name, "overshoot-"+variant+".json")
+	if data, err := json.Marshal(got.decisions); err == nil && os.MkdirAll(filepath.Dir(raw), 0o755) == nil {
 		_ = os.WriteFile(raw, data, 0o644)
 	}
-	res.verdict = judge(all, limit, int64(o.overshootWindow)*int64(time.Second))
+	res.verdict = judge(got.decisions, limit, int64(o.overshootWindow)*int64(time.Second))
 	return res, nil
 }
 
-// encode writes the report with one line per row, so that a diff shows what moved.
 func encode(rep report) ([]byte, error) {
 	head := rep
 	head.Rows, head.Overshoots = nil, nil

@@ -7,6 +7,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -118,17 +119,22 @@ type app struct {
 	port int
 }
 
-// startApp runs this binary's `serve` in a child process and waits for its port.
-func startApp(variant, redisAddr string, limit, window int, keepLog bool) (*app, error) {
-	self, err := os.Executable()
-	if err != nil {
-		return nil, err
+// launcher starts the apps of one run: this binary's own `serve` (cmd empty), or an
+// external command that takes `<variant> <redis addr> <limit> <window s>`, prints
+// "PORT <n>" once it listens on 127.0.0.1:<n>, and answers GET / by the X-Id header.
+type launcher struct{ cmd []string }
+
+func (l launcher) start(variant, redisAddr string, limit, window int) (*app, error) {
+	argv := l.cmd
+	if len(argv) == 0 {
+		self, err := os.Executable()
+		if err != nil {
+			return nil, err
+		}
+		argv = []string{self, "serve"}
 	}
-	args := []string{"serve", variant, redisAddr, strconv.Itoa(limit), strconv.Itoa(window)}
-	if keepLog {
-		args = append(args, "log")
-	}
-	cmd := exec.Command(self, args...)
+	args := append(append([]string{}, argv[1:]...), variant, redisAddr, strconv.Itoa(limit), strconv.Itoa(window))
+	cmd := exec.Command(argv[0], args...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -137,14 +143,23 @@ func startApp(variant, redisAddr string, limit, window int, keepLog bool) (*app,
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	line, err := bufio.NewReader(out).ReadString('\n')
-	port, perr := strconv.Atoi(strings.TrimPrefix(strings.TrimSpace(line), "PORT "))
-	if err != nil || perr != nil {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		return nil, fmt.Errorf("%s did not start (%q)", variant, line)
+	// The first "PORT n" line; an app may log other lines before it.
+	r := bufio.NewReader(out)
+	for {
+		line, err := r.ReadString('\n')
+		if p, ok := strings.CutPrefix(strings.TrimSpace(line), "PORT "); ok {
+			port, perr := strconv.Atoi(p)
+			if perr == nil {
+				go func() { _, _ = io.Copy(io.Discard, r) }() // keep its stdout from filling
+				return &app{cmd: cmd, port: port}, nil
+			}
+		}
+		if err != nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			return nil, fmt.Errorf("%s %s did not start (last line %q)", argv[0], variant, line)
+		}
 	}
-	return &app{cmd: cmd, port: port}, nil
 }
 
 func (a *app) stop() {

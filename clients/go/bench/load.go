@@ -98,14 +98,19 @@ func load(ports []int, conns int, d time.Duration, rate float64, who traffic, ke
 	return res, nil
 }
 
+// answerTimeout bounds one request: an app that stops answering fails the run.
+const answerTimeout = 15 * time.Second
+
 func connection(port int, deadline time.Time, pace time.Duration, who traffic, seed int64, log *[]decision) ([]time.Duration, int, error) {
-	c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-	if err != nil {
-		return nil, 0, err
-	}
-	defer c.Close()
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	var c net.Conn
+	var r *bufio.Reader
+	defer func() {
+		if c != nil {
+			c.Close()
+		}
+	}()
 	rng := rand.New(rand.NewSource(seed))
-	r := bufio.NewReader(c)
 	var lat []time.Duration
 	non2xx := 0
 	next := time.Now()
@@ -117,15 +122,27 @@ func connection(port int, deadline time.Time, pace time.Duration, who traffic, s
 			next = next.Add(pace)
 		}
 		t0 := time.Now()
+		if c == nil { // first, or after the app closed it ("Connection: close")
+			var err error
+			if c, err = net.Dial("tcp", addr); err != nil {
+				return nil, 0, err
+			}
+			r = bufio.NewReader(c)
+		}
+		_ = c.SetDeadline(t0.Add(answerTimeout))
 		if _, err := fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: bench\r\nX-Id: %s\r\n\r\n", who(rng)); err != nil {
 			return nil, 0, err
 		}
 		resp, err := http.ReadResponse(r, nil)
 		if err != nil {
-			return nil, 0, err
+			return nil, 0, fmt.Errorf("%s: %w", addr, err)
 		}
 		_, _ = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
+		if resp.Close {
+			c.Close()
+			c = nil
+		}
 		took := time.Since(t0)
 		if resp.StatusCode >= 300 {
 			non2xx++

@@ -2,11 +2,11 @@ package io.github.redisslidingwindow.jedis;
 
 import io.github.redisslidingwindow.RedisErrorReply;
 import io.github.redisslidingwindow.RedisUnavailableException;
+import io.github.redisslidingwindow.Routing;
 import io.github.redisslidingwindow.SendCommand;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.Locale;
 import java.util.Map;
 import java.util.Objects;
 import redis.clients.jedis.BuilderFactory;
@@ -43,27 +43,8 @@ public final class JedisSendCommand implements SendCommand {
     }
   }
 
-  /**
-   * The key a command is routed by, or null for a keyless one: after numkeys for FCALL, FCALL_RO,
-   * EVAL and EVALSHA; none for FUNCTION, SCRIPT and the other server commands below; else the first
-   * argument (DEL, the module's commands).
-   */
   static String routingKey(List<String> command) {
-    String name = command.get(0).toUpperCase(Locale.ROOT);
-    switch (name) {
-      case "FCALL", "FCALL_RO", "EVAL", "EVALSHA", "EVAL_RO", "EVALSHA_RO" -> {
-        if (command.size() > 3 && !"0".equals(command.get(2))) {
-          return command.get(3);
-        }
-        return null;
-      }
-      case "FUNCTION", "SCRIPT", "PING", "TIME", "INFO", "MODULE", "COMMAND", "ACL", "CONFIG" -> {
-        return null;
-      }
-      default -> {
-        return command.size() > 1 ? command.get(1) : null;
-      }
-    }
+    return Routing.key(command);
   }
 
   @Override

@@ -137,7 +137,7 @@ public class SlidingWindowAutoConfiguration {
 
   @Bean
   @ConditionalOnMissingBean
-  RateLimiter slidingWindowRateLimiter(SlidingWindowProperties props, SendCommand sender) {
+  RateLimiter slidingWindowLimiter(SlidingWindowProperties props, SendCommand sender) {
     return RateLimiter.builder(sender)
         .prefix(props.getPrefix())
         .failOpen(props.isFailOpen())

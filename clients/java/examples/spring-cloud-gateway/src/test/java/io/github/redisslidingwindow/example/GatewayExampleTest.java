@@ -66,7 +66,7 @@ class GatewayExampleTest {
             "--server.port=0",
             "--server.address=127.0.0.1",
             "--upstream.uri=http://127.0.0.1:" + upstream.getAddress().getPort(),
-            "--slidingwindow.redis-url=redis://127.0.0.1:" + redis.port,
+            "--spring.data.redis.url=redis://127.0.0.1:" + redis.port,
             "--spring.main.banner-mode=off");
     port = Integer.parseInt(app.getEnvironment().getProperty("local.server.port"));
   }

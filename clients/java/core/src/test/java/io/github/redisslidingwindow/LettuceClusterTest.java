@@ -146,6 +146,11 @@ class LettuceClusterTest {
   }
 
   private void theLibraryOnEveryPrimaryNeverSentToAReplica(SendCommand sender, String prefix) {
+    theLibraryOnEveryPrimaryNeverSentToAReplica(sender, prefix, false);
+  }
+
+  private void theLibraryOnEveryPrimaryNeverSentToAReplica(
+      SendCommand sender, String prefix, boolean async) {
     Map<TestServer, long[]> before = new HashMap<>();
     for (TestServer p : primaries) {
       ask(p, "FUNCTION", "FLUSH"); // replicated to its replica
@@ -159,7 +164,7 @@ class LettuceClusterTest {
       ids.add(id());
     }
     for (String id : ids) {
-      LimitResult r = l.check(id, 5, 3600);
+      LimitResult r = async ? l.checkAsync(id, 5, 3600).join() : l.check(id, 5, 3600);
       assertTrue(r.allowed(), r.toString());
       assertFalse(r.degraded());
     }
@@ -180,7 +185,7 @@ class LettuceClusterTest {
     // (on every primary) and the keys count on.
     ask(primaries.get(1), "FUNCTION", "FLUSH");
     for (String id : ids) {
-      LimitResult r = l.check(id, 5, 3600);
+      LimitResult r = async ? l.checkAsync(id, 5, 3600).join() : l.check(id, 5, 3600);
       assertTrue(r.allowed());
       assertEquals(2, r.count(), id);
     }
@@ -194,6 +199,32 @@ class LettuceClusterTest {
   void lettuceLoadsTheLibraryOnEveryPrimaryAndNeverOnAReplica() {
     theLibraryOnEveryPrimaryNeverSentToAReplica(
         new LettuceClusterSendCommand(connection), "lettuce-lib:");
+  }
+
+  @Test
+  @Order(5)
+  void lettuceAsyncLoadsTheLibraryOnEveryPrimaryAndNeverOnAReplica() {
+    theLibraryOnEveryPrimaryNeverSentToAReplica(
+        new LettuceClusterSendCommand(connection), "lettuce-async-lib:", true);
+  }
+
+  @Test
+  @Order(3)
+  void fiftyAsyncCallsInFlightGetExactlyTheLimit() {
+    RateLimiter l = limiter();
+    assertTrue(l.isAsync());
+    String id = id();
+    List<java.util.concurrent.CompletableFuture<LimitResult>> all = new ArrayList<>();
+    for (int i = 0; i < 50; i++) {
+      all.add(l.checkAsync(id, 20, 3600));
+    }
+    long allowed =
+        all.stream()
+            .map(java.util.concurrent.CompletableFuture::join)
+            .filter(LimitResult::allowed)
+            .count();
+    assertEquals(20, allowed);
+    assertEquals(20, l.peekAsync(id, 20, 3600, CallOptions.defaults()).join().count());
   }
 
   @Test

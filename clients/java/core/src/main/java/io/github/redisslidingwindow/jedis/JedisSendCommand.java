@@ -25,9 +25,9 @@ import redis.clients.jedis.exceptions.JedisDataException;
  * RedisClusterClient}. On a cluster a command is routed by its key (the key of {@code FCALL}/{@code
  * EVALSHA}/{@code EVAL} after numkeys, else the first argument), and the keyless commands the
  * limiter sends to find or load its library ({@code FUNCTION ...}, {@code SCRIPT ...}, {@code
- * FCALL_RO slidingwindow_version 0}) are broadcast, so each primary gets the library. Jedis 8
- * sends a broadcast by the command's request policy: {@code FUNCTION LOAD} and {@code FLUSH}
- * ({@code all_shards}) to the primaries only, never to a replica (which would refuse the write;
+ * FCALL_RO slidingwindow_version 0}) are broadcast, so each primary gets the library. Jedis 8 sends
+ * a broadcast by the command's request policy: {@code FUNCTION LOAD} and {@code FLUSH} ({@code
+ * all_shards}) to the primaries only, never to a replica (which would refuse the write;
  * LettuceClusterTest checks the replicas' rejected calls).
  */
 public final class JedisSendCommand implements SendCommand {

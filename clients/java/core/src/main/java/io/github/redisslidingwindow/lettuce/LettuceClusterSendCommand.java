@@ -1,5 +1,6 @@
 package io.github.redisslidingwindow.lettuce;
 
+import io.github.redisslidingwindow.AsyncSendCommand;
 import io.github.redisslidingwindow.RedisErrorReply;
 import io.github.redisslidingwindow.RedisUnavailableException;
 import io.github.redisslidingwindow.Routing;
@@ -15,6 +16,8 @@ import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Objects;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
 
 /**
  * {@link SendCommand} on a Lettuce {@link StatefulRedisClusterConnection} of any codec. A command
@@ -24,9 +27,10 @@ import java.util.Objects;
  * SCRIPT ...}, {@code FCALL_RO slidingwindow_version 0}) go to every primary of the current
  * topology, one after another, and never to a replica (which refuses a write). The first error
  * reply of those is thrown (a primary without the library), else the first primary's reply is
- * returned. The connection is thread-safe and shared by every call.
+ * returned. The connection is thread-safe and shared by every call. {@link #sendAsync} does the
+ * same without blocking (the primaries asked at once).
  */
-public final class LettuceClusterSendCommand implements SendCommand {
+public final class LettuceClusterSendCommand implements AsyncSendCommand {
   private final StatefulRedisClusterConnection<byte[], byte[]> connection;
 
   @SuppressWarnings("unchecked")
@@ -114,6 +118,65 @@ public final class LettuceClusterSendCommand implements SendCommand {
     } catch (RedisException e) {
       // refused, reset, closed, timed out, interrupted: no reply
       throw new RedisUnavailableException(String.valueOf(e.getMessage()), e);
+    }
+  }
+
+  @Override
+  public CompletableFuture<Object> sendAsync(List<String> command) {
+    ProtocolKeyword name = new Named(command.get(0).getBytes(StandardCharsets.UTF_8));
+    int keyIndex = Routing.keyIndex(command);
+    try {
+      if (keyIndex >= 0) {
+        return LettuceSendCommand.mappedAsync(
+            connection
+                .async()
+                .dispatch(name, new LettuceSendCommand.AnyOutput(), args(command, keyIndex))
+                .toCompletableFuture());
+      }
+      List<RedisClusterNode> primaries = primaries();
+      if (primaries.isEmpty()) {
+        return CompletableFuture.failedFuture(
+            new RedisUnavailableException("the cluster topology has no primary", null));
+      }
+      List<CompletableFuture<Object>> each = new ArrayList<>();
+      for (RedisClusterNode n : primaries) {
+        each.add(
+            LettuceSendCommand.mappedAsync(
+                connection
+                    .getConnectionAsync(n.getNodeId())
+                    .thenCompose(
+                        c ->
+                            c.async()
+                                .dispatch(
+                                    name, new LettuceSendCommand.AnyOutput(), args(command, -1))
+                                .toCompletableFuture())));
+      }
+      return CompletableFuture.allOf(each.toArray(new CompletableFuture<?>[0]))
+          .handle(
+              (ignored, ex) -> {
+                // the first error reply, else the first outage, else the first primary's reply
+                RuntimeException outage = null;
+                for (CompletableFuture<Object> f : each) {
+                  if (f.isCompletedExceptionally()) {
+                    Throwable t = f.handle((r, e) -> e).join();
+                    while (t instanceof CompletionException && t.getCause() != null) {
+                      t = t.getCause();
+                    }
+                    if (t instanceof RedisErrorReply e) {
+                      throw new CompletionException(e);
+                    }
+                    if (outage == null) {
+                      outage = LettuceSendCommand.mapped(t);
+                    }
+                  }
+                }
+                if (outage != null) {
+                  throw new CompletionException(outage);
+                }
+                return each.get(0).join();
+              });
+    } catch (RuntimeException e) {
+      return CompletableFuture.failedFuture(LettuceSendCommand.mapped(e));
     }
   }
 }

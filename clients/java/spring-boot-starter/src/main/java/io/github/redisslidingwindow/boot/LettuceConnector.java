@@ -1,5 +1,6 @@
 package io.github.redisslidingwindow.boot;
 
+import io.github.redisslidingwindow.AsyncSendCommand;
 import io.github.redisslidingwindow.RedisUnavailableException;
 import io.github.redisslidingwindow.SendCommand;
 import io.github.redisslidingwindow.lettuce.LettuceClusterSendCommand;
@@ -14,6 +15,7 @@ import io.lettuce.core.codec.ByteArrayCodec;
 import java.time.Duration;
 import java.util.List;
 import java.util.Objects;
+import java.util.concurrent.CompletableFuture;
 import java.util.function.Supplier;
 import org.springframework.beans.factory.DisposableBean;
 
@@ -22,13 +24,13 @@ import org.springframework.beans.factory.DisposableBean;
  * first call rather than at startup (an application starts while Redis is down; a call that cannot
  * connect is an outage, and the next call tries again), then shared by every call.
  */
-public final class LettuceConnector implements SendCommand, DisposableBean {
+public final class LettuceConnector implements AsyncSendCommand, DisposableBean {
   /** A connection, and how to give it back (null: nothing to do). */
   record Opened(StatefulConnection<?, ?> connection, Runnable close) {}
 
   private final Supplier<Opened> connect;
   private final Runnable shutdown;
-  private volatile SendCommand sender;
+  private volatile AsyncSendCommand sender;
   private Opened opened;
 
   LettuceConnector(Supplier<Opened> connect, Runnable shutdown) {
@@ -61,7 +63,7 @@ public final class LettuceConnector implements SendCommand, DisposableBean {
     return new LettuceConnector(withTimeout, owned ? client::shutdown : null);
   }
 
-  private synchronized SendCommand connect() {
+  private synchronized AsyncSendCommand connect() {
     if (sender != null) {
       return sender;
     }
@@ -84,8 +86,18 @@ public final class LettuceConnector implements SendCommand, DisposableBean {
   }
 
   @Override
+  public CompletableFuture<Object> sendAsync(List<String> command) {
+    AsyncSendCommand s = sender;
+    if (s != null) {
+      return s.sendAsync(command);
+    }
+    // the first call connects on another thread (Lettuce's connect blocks)
+    return CompletableFuture.supplyAsync(this::connect).thenCompose(c -> c.sendAsync(command));
+  }
+
+  @Override
   public Object send(List<String> command) {
-    SendCommand s = sender;
+    AsyncSendCommand s = sender;
     if (s == null) {
       s = connect();
     }

@@ -29,9 +29,11 @@ import reactor.core.scheduler.Schedulers;
  * (key-resolver, deny-empty-key, empty-key-status-code, status-code) apply as with any limiter.
  *
  * <p>The key counted is {@code <route id>:<resolved key>} (a route's limits never mix with
- * another's). The core limiter is blocking: each call runs on {@code Schedulers.boundedElastic()}
- * unless another scheduler is given. An outage answers as the core limiter's circuit says (allowed
- * and degraded by default, without headers; denied with {@code failOpen(false)}).
+ * another's). On a limiter whose sender is asynchronous (Lettuce's adapters, the starter's
+ * connection) each call goes through the limiter's async path and blocks no thread; on another
+ * (Jedis) the blocking call runs on {@code Schedulers.boundedElastic()} unless another scheduler is
+ * given. An outage answers as the core limiter's circuit says (allowed and degraded by default,
+ * without headers; denied with {@code failOpen(false)}).
  */
 public class SlidingWindowRateLimiter extends AbstractRateLimiter<SlidingWindowRateLimiter.Config> {
   public static final String CONFIGURATION_PROPERTY_NAME = "sliding-window-rate-limiter";
@@ -86,14 +88,18 @@ public class SlidingWindowRateLimiter extends AbstractRateLimiter<SlidingWindowR
     String key = routeId + ":" + id;
     String policy = c.getPolicy() != null && !c.getPolicy().isEmpty() ? c.getPolicy() : routeId;
     CallOptions o = CallOptions.defaults().cost(c.getCost()).ms();
-    return Mono.fromCallable(
-            () -> {
-              MultiLimitResult r = limiter.checkLimits(key, limits, o);
-              Map<String, String> h =
-                  c.isIncludeHeaders() ? Headers.limitsHeaders(r, policy) : Map.of();
-              return new Response(r.allowed(), h);
-            })
+    if (limiter.isAsync()) {
+      // Lettuce: sent through its async API, nothing blocks
+      return Mono.fromCompletionStage(() -> limiter.checkLimitsAsync(key, limits, o))
+          .map(r -> response(r, c, policy));
+    }
+    return Mono.fromCallable(() -> response(limiter.checkLimits(key, limits, o), c, policy))
         .subscribeOn(scheduler);
+  }
+
+  private static Response response(MultiLimitResult r, Config c, String policy) {
+    Map<String, String> h = c.isIncludeHeaders() ? Headers.limitsHeaders(r, policy) : Map.of();
+    return new Response(r.allowed(), h);
   }
 
   /** A route's limits. */

@@ -80,6 +80,38 @@ class SlidingWindowRateLimiterTest {
     return r;
   }
 
+  /**
+   * The async path (Lettuce) answers on Lettuce's I/O thread; a blocking sender's call runs on the
+   * scheduler (boundedElastic), never on the subscriber's thread. Both count the same.
+   */
+  @Test
+  void asyncSenderBlocksNoThreadAndABlockingOneRunsOnTheScheduler() {
+    RateLimiter async = core();
+    assertTrue(async.isAsync());
+    LettuceSendCommand lettuce = new LettuceSendCommand(connection);
+    java.util.Set<String> blockingThreads = java.util.concurrent.ConcurrentHashMap.newKeySet();
+    RateLimiter blocking =
+        RateLimiter.builder(
+                cmd -> {
+                  blockingThreads.add(Thread.currentThread().getName());
+                  return lettuce.send(cmd);
+                })
+            .build();
+    assertFalse(blocking.isAsync());
+    for (RateLimiter core : List.of(async, blocking)) {
+      SlidingWindowRateLimiter l = gatewayLimiter(core);
+      l.getConfig().put("r", new SlidingWindowRateLimiter.Config().setRates("2/minute"));
+      String user = "u-" + UUID.randomUUID();
+      assertTrue(ask(l, "r", user).isAllowed());
+      assertTrue(ask(l, "r", user).isAllowed());
+      assertFalse(ask(l, "r", user).isAllowed());
+    }
+    assertFalse(blockingThreads.isEmpty());
+    for (String t : blockingThreads) {
+      assertTrue(t.startsWith("boundedElastic"), t);
+    }
+  }
+
   @Test
   void routeArgsBindAndTheLimitsHold() {
     SlidingWindowRateLimiter l = gatewayLimiter(core());

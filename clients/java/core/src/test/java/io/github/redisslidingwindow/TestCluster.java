@@ -16,10 +16,11 @@ import redis.clients.jedis.commands.ProtocolCommand;
 /**
  * A cluster of real redis-server 7.0 processes with the module ({@code cluster-enabled yes}, no
  * replicas) on free 127.0.0.1 ports, made by {@code redis-cli --cluster create} and stopped by
- * {@link #close()}. REDIS_CLI overrides the redis-cli binary.
+ * {@link #close()}. REDIS_CLI overrides the redis-cli binary. Public for the other modules' tests
+ * (the core's test-jar).
  */
-final class TestCluster implements AutoCloseable {
-  final List<TestServer> nodes;
+public final class TestCluster implements AutoCloseable {
+  public final List<TestServer> nodes;
 
   private TestCluster(List<TestServer> nodes) {
     this.nodes = nodes;
@@ -42,12 +43,12 @@ final class TestCluster implements AutoCloseable {
     throw new IOException("no free port pair");
   }
 
-  static TestCluster start(int masters) throws Exception {
+  public static TestCluster start(int masters) throws Exception {
     return start(masters, 0);
   }
 
   /** {@code masters} primaries, each with {@code replicas} replicas. */
-  static TestCluster start(int masters, int replicas) throws Exception {
+  public static TestCluster start(int masters, int replicas) throws Exception {
     List<TestServer> nodes = new ArrayList<>();
     try {
       for (int i = 0; i < masters * (1 + replicas); i++) {
@@ -135,7 +136,7 @@ final class TestCluster implements AutoCloseable {
   }
 
   /** The nodes that are primaries now (ROLE). */
-  List<TestServer> primaries() {
+  public List<TestServer> primaries() {
     List<TestServer> out = new ArrayList<>();
     for (TestServer n : nodes) {
       try (RedisClient c = RedisClient.create("127.0.0.1", n.port)) {
@@ -149,7 +150,7 @@ final class TestCluster implements AutoCloseable {
   }
 
   /** The nodes that are replicas now. */
-  List<TestServer> replicas() {
+  public List<TestServer> replicas() {
     List<TestServer> out = new ArrayList<>(nodes);
     out.removeAll(primaries());
     return out;

@@ -89,12 +89,11 @@ public class SlidingWindowAutoConfiguration {
         uris.add(uri(r, handshake, "redis://" + node.strip()));
       }
       RedisClusterClient c = RedisClusterClient.create(uris);
+      // Not REJECT_COMMANDS here: a cluster connection connects to a slot's node on its first
+      // command, which that setting would refuse; a command waiting for a node that does not come
+      // back fails at the timeout instead.
       c.setOptions(
-          ClusterClientOptions.builder()
-              .disconnectedBehavior(ClientOptions.DisconnectedBehavior.REJECT_COMMANDS)
-              .timeoutOptions(timeouts)
-              .socketOptions(socket)
-              .build());
+          ClusterClientOptions.builder().timeoutOptions(timeouts).socketOptions(socket).build());
       return c;
     }
     RedisURI uri = uri(r, handshake, r.getUrl());

@@ -38,7 +38,7 @@ public class SlidingWindowProperties {
 
   /**
    * A call without a reply within this time is an outage (the Lettuce connection's command timeout;
-   * a connection the starter makes also refuses commands while disconnected).
+   * a standalone connection the starter makes also refuses commands while disconnected).
    */
   private Duration timeout = Duration.ofMillis(500);
 

@@ -1,5 +1,6 @@
 package io.github.redisslidingwindow.boot;
 
+import io.github.redisslidingwindow.DecisionListener;
 import io.github.redisslidingwindow.RateLimiter;
 import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.Gauge;

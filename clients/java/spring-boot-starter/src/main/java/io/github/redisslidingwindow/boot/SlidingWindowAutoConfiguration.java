@@ -1,5 +1,6 @@
 package io.github.redisslidingwindow.boot;
 
+import io.github.redisslidingwindow.DecisionListener;
 import io.github.redisslidingwindow.RateLimiter;
 import io.github.redisslidingwindow.SendCommand;
 import io.lettuce.core.AbstractRedisClient;

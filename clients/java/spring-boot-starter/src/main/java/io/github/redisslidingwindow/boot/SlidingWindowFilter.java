@@ -1,6 +1,7 @@
 package io.github.redisslidingwindow.boot;
 
 import io.github.redisslidingwindow.CallOptions;
+import io.github.redisslidingwindow.DecisionListener;
 import io.github.redisslidingwindow.Headers;
 import io.github.redisslidingwindow.Identity;
 import io.github.redisslidingwindow.Limit;
@@ -209,11 +210,7 @@ public class SlidingWindowFilter extends OncePerRequestFilter implements Ordered
         listener.decided(p.name(), DecisionListener.Outcome.ERROR, true);
         continue;
       }
-      DecisionListener.Outcome outcome =
-          r.degraded()
-              ? DecisionListener.Outcome.DEGRADED
-              : r.allowed() ? DecisionListener.Outcome.ALLOWED : DecisionListener.Outcome.REFUSED;
-      listener.decided(p.name(), outcome, r.allowed());
+      listener.decided(p.name(), DecisionListener.outcome(r), r.allowed());
       if (options.isIncludeHeaders()) {
         headers = Headers.limitsHeaders(r, p.name());
       }

@@ -1,6 +1,8 @@
 package io.github.redisslidingwindow.gateway;
 
+import io.github.redisslidingwindow.DecisionListener;
 import io.github.redisslidingwindow.RateLimiter;
+import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.boot.autoconfigure.AutoConfiguration;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnBean;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
@@ -28,7 +30,10 @@ public class SlidingWindowGatewayAutoConfiguration {
   @ConditionalOnBean(RateLimiter.class)
   @ConditionalOnMissingBean(SlidingWindowRateLimiter.class)
   SlidingWindowRateLimiter slidingWindowRateLimiter(
-      RateLimiter limiter, ConfigurationService configurationService) {
-    return new SlidingWindowRateLimiter(limiter, configurationService);
+      RateLimiter limiter,
+      ConfigurationService configurationService,
+      ObjectProvider<DecisionListener> listener) {
+    return new SlidingWindowRateLimiter(limiter, configurationService)
+        .listener(listener.getIfUnique(() -> DecisionListener.NONE));
   }
 }

@@ -1,6 +1,7 @@
 package io.github.redisslidingwindow.gateway;
 
 import io.github.redisslidingwindow.CallOptions;
+import io.github.redisslidingwindow.DecisionListener;
 import io.github.redisslidingwindow.Headers;
 import io.github.redisslidingwindow.Limit;
 import io.github.redisslidingwindow.MultiLimitResult;
@@ -40,6 +41,7 @@ public class SlidingWindowRateLimiter extends AbstractRateLimiter<SlidingWindowR
 
   private final RateLimiter limiter;
   private final Scheduler scheduler;
+  private volatile DecisionListener listener = DecisionListener.NONE;
 
   public SlidingWindowRateLimiter(RateLimiter limiter, ConfigurationService configurationService) {
     this(limiter, configurationService, Schedulers.boundedElastic());
@@ -50,6 +52,15 @@ public class SlidingWindowRateLimiter extends AbstractRateLimiter<SlidingWindowR
     super(Config.class, CONFIGURATION_PROPERTY_NAME, configurationService);
     this.limiter = Objects.requireNonNull(limiter);
     this.scheduler = Objects.requireNonNull(scheduler);
+  }
+
+  /**
+   * Told of each decision, with the route's policy name (the starter's Micrometer counters, when
+   * auto-configured).
+   */
+  public SlidingWindowRateLimiter listener(DecisionListener l) {
+    this.listener = Objects.requireNonNull(l);
+    return this;
   }
 
   /** The core limiter this bean asks (its mode, its circuit). */
@@ -97,7 +108,8 @@ public class SlidingWindowRateLimiter extends AbstractRateLimiter<SlidingWindowR
         .subscribeOn(scheduler);
   }
 
-  private static Response response(MultiLimitResult r, Config c, String policy) {
+  private Response response(MultiLimitResult r, Config c, String policy) {
+    listener.decided(policy, DecisionListener.outcome(r), r.allowed());
     Map<String, String> h = c.isIncludeHeaders() ? Headers.limitsHeaders(r, policy) : Map.of();
     return new Response(r.allowed(), h);
   }

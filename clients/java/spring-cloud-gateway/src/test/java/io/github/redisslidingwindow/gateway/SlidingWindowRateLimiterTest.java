@@ -99,12 +99,17 @@ class SlidingWindowRateLimiterTest {
             .build();
     assertFalse(blocking.isAsync());
     for (RateLimiter core : List.of(async, blocking)) {
-      SlidingWindowRateLimiter l = gatewayLimiter(core);
+      List<String> told = new java.util.concurrent.CopyOnWriteArrayList<>();
+      SlidingWindowRateLimiter l =
+          gatewayLimiter(core)
+              .listener(
+                  (policy, outcome, allowed) -> told.add(policy + " " + outcome + " " + allowed));
       l.getConfig().put("r", new SlidingWindowRateLimiter.Config().setRates("2/minute"));
       String user = "u-" + UUID.randomUUID();
       assertTrue(ask(l, "r", user).isAllowed());
       assertTrue(ask(l, "r", user).isAllowed());
       assertFalse(ask(l, "r", user).isAllowed());
+      assertEquals(List.of("r ALLOWED true", "r ALLOWED true", "r REFUSED false"), told);
     }
     assertFalse(blockingThreads.isEmpty());
     for (String t : blockingThreads) {

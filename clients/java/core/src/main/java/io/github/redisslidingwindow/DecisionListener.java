@@ -1,6 +1,9 @@
-package io.github.redisslidingwindow.boot;
+package io.github.redisslidingwindow;
 
-/** Told of every decision the filter takes (the starter's Micrometer counters are one). */
+/**
+ * Told of every decision a middleware takes: the Spring Boot starter's servlet filter and the
+ * Spring Cloud Gateway limiter (the starter's Micrometer counters are one).
+ */
 public interface DecisionListener {
   /** What became of a request under a policy. */
   enum Outcome {
@@ -15,6 +18,11 @@ public interface DecisionListener {
   }
 
   void decided(String policy, Outcome outcome, boolean allowed);
+
+  /** The outcome of a result. */
+  static Outcome outcome(MultiLimitResult r) {
+    return r.degraded() ? Outcome.DEGRADED : r.allowed() ? Outcome.ALLOWED : Outcome.REFUSED;
+  }
 
   DecisionListener NONE = (policy, outcome, allowed) -> {};
 }

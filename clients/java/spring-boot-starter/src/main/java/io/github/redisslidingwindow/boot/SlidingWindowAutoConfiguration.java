@@ -182,28 +182,4 @@ public class SlidingWindowAutoConfiguration {
           limiter, props, keys, listener.getIfUnique(() -> DecisionListener.NONE));
     }
   }
-
-  /** The same policies as a WebFilter, in a reactive web application. */
-  @Configuration(proxyBeanMethods = false)
-  @ConditionalOnWebApplication(type = ConditionalOnWebApplication.Type.REACTIVE)
-  @ConditionalOnClass(name = "org.springframework.web.server.WebFilter")
-  @ConditionalOnProperty(prefix = "slidingwindow.filter", name = "enabled", matchIfMissing = true)
-  static class Reactive {
-    @Bean
-    @ConditionalOnMissingBean
-    ReactiveRequestKeyResolver slidingWindowReactiveKeyResolver(SlidingWindowProperties props) {
-      return SlidingWindowWebFilter.defaultKeys(props);
-    }
-
-    @Bean
-    @ConditionalOnMissingBean
-    SlidingWindowWebFilter slidingWindowWebFilter(
-        RateLimiter limiter,
-        SlidingWindowProperties props,
-        ReactiveRequestKeyResolver keys,
-        ObjectProvider<DecisionListener> listener) {
-      return new SlidingWindowWebFilter(
-          limiter, props, keys, listener.getIfUnique(() -> DecisionListener.NONE));
-    }
-  }
 }

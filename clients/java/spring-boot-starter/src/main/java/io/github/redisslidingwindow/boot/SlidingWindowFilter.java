@@ -48,8 +48,8 @@ public class SlidingWindowFilter extends OncePerRequestFilter implements Ordered
   /** A policy as parsed at startup. */
   record CompiledPolicy(
       String name, List<Limit> limits, List<PathPattern> paths, Set<String> methods, long cost) {
-    boolean matches(String method, PathContainer path) {
-      if (!methods.isEmpty() && !methods.contains(method.toUpperCase(Locale.ROOT))) {
+    boolean matches(HttpServletRequest request, PathContainer path) {
+      if (!methods.isEmpty() && !methods.contains(request.getMethod().toUpperCase(Locale.ROOT))) {
         return false;
       }
       if (paths.isEmpty()) {
@@ -190,7 +190,7 @@ public class SlidingWindowFilter extends OncePerRequestFilter implements Ordered
     boolean resolved = false;
     Map<String, String> headers = Map.of();
     for (CompiledPolicy p : policies) {
-      if (!p.matches(request.getMethod(), path)) {
+      if (!p.matches(request, path)) {
         continue;
       }
       if (!resolved) {

@@ -63,8 +63,9 @@ class StarterClusterTest {
           redis.clients.jedis.RedisClient.create("127.0.0.1", n.port)) {
         var send = new io.github.redisslidingwindow.jedis.JedisSendCommand(c);
         Object slot = send.send(List.of("CLUSTER", "KEYSLOT", key));
-        if (Long.valueOf(1)
-            .equals(send.send(List.of("CLUSTER", "COUNTKEYSINSLOT", String.valueOf(slot))))) {
+        // only the slot's owner counts keys in it (another identity may share the slot)
+        Object count = send.send(List.of("CLUSTER", "COUNTKEYSINSLOT", String.valueOf(slot)));
+        if (((Long) count) >= 1) {
           return n.port;
         }
       }

@@ -98,7 +98,7 @@ test-node: build ## The Node client (clients/node): npm ci from the lockfile, th
 	cd clients/node && npm ci --no-audit --no-fund && npm test
 
 .PHONY: test-java deps-java
-test-java: build ## The Java client (clients/java): mvn verify (spotless check, conformance vectors, live tests on module, library-only and Redis 6.2 servers and a 3-master cluster, the Spring Cloud Gateway RateLimiter and its example app over HTTP)
+test-java: build ## The Java client (clients/java): mvn verify (spotless check, conformance vectors, live tests on module, library-only and Redis 6.2 servers and 3-master clusters (Jedis, Lettuce sync and async), the Spring Boot starter over HTTP, the Spring Cloud Gateway RateLimiter and its example app over HTTP)
 	@command -v mvn >/dev/null || { echo "mvn is missing: install Maven 3.8+ and a JDK 17+"; exit 1; }
 	cd clients/java && SLIDINGWINDOW_REPO=$(CURDIR) mvn -B verify
 

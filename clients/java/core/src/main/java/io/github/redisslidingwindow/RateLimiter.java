@@ -2,6 +2,7 @@ package io.github.redisslidingwindow;
 
 import java.util.List;
 import java.util.Objects;
+import java.util.concurrent.CompletableFuture;
 import java.util.function.Consumer;
 
 /**
@@ -264,5 +265,126 @@ public final class RateLimiter {
   /** Deletes the key; an outage is thrown. */
   public void reset(String id) {
     sender.send(List.of("DEL", key(id)));
+  }
+
+  // Without blocking: on an AsyncSendCommand (Lettuce's adapters) each call is a future completed
+  // by the client's I/O thread; the circuit and the library's detection work as in the blocking
+  // calls. Argument errors are thrown at once; the other errors fail the future.
+
+  /** Whether the {@code *Async} calls never block (the sender is an {@link AsyncSendCommand}). */
+  public boolean isAsync() {
+    return sender instanceof AsyncSendCommand;
+  }
+
+  private CompletableFuture<Object> sendAsync(Wire w) {
+    if (!(sender instanceof AsyncSendCommand async)) {
+      try {
+        return CompletableFuture.completedFuture(send(w));
+      } catch (RuntimeException e) {
+        return CompletableFuture.failedFuture(e);
+      }
+    }
+    Circuit.Gate g = circuit.gate();
+    if (g == Circuit.Gate.SKIP) {
+      return CompletableFuture.completedFuture(UNAVAILABLE);
+    }
+    CompletableFuture<Object> f;
+    try {
+      f = chooser.callAsync(async, w);
+    } catch (RuntimeException e) {
+      f = CompletableFuture.failedFuture(e);
+    }
+    return f.handle(
+        (reply, ex) -> {
+          if (ex == null) {
+            circuit.answered(g);
+            return reply;
+          }
+          Throwable t = Chooser.unwrap(ex);
+          if (t instanceof RedisUnavailableException u) {
+            circuit.failed(u, g);
+            return UNAVAILABLE;
+          }
+          circuit.answered(g);
+          throw new java.util.concurrent.CompletionException(t);
+        });
+  }
+
+  private CompletableFuture<MultiLimitResult> decideAsync(
+      Op op, String id, List<Limit> limits, CallOptions o, boolean ms) {
+    validate(limits, o);
+    Wire w = Wire.call(op, key(id), limits, o.cost(), ms, o.now(), true);
+    return sendAsync(w)
+        .thenApply(
+            reply ->
+                reply == UNAVAILABLE
+                    ? MultiLimitResult.unavailable(failOpen, limits, ms)
+                    : Replies.decision(reply, limits, o.cost(), ms));
+  }
+
+  private CompletableFuture<LimitResult> oneAsync(
+      Op op, String id, long limit, long window, CallOptions o) {
+    return decideAsync(op, id, List.of(new Limit(limit, window)), o, o.isMs())
+        .thenApply(MultiLimitResult::summary);
+  }
+
+  /** {@link #check} without blocking. */
+  public CompletableFuture<LimitResult> checkAsync(String id, long limit, long window) {
+    return checkAsync(id, limit, window, CallOptions.defaults());
+  }
+
+  public CompletableFuture<LimitResult> checkAsync(
+      String id, long limit, long window, CallOptions o) {
+    return oneAsync(Op.CHECK, id, limit, window, o);
+  }
+
+  /** {@link #peek} without blocking. */
+  public CompletableFuture<LimitResult> peekAsync(
+      String id, long limit, long window, CallOptions o) {
+    return oneAsync(Op.PEEK, id, limit, window, o);
+  }
+
+  /** {@link #refund} without blocking. */
+  public CompletableFuture<LimitResult> refundAsync(
+      String id, long limit, long window, CallOptions o) {
+    return oneAsync(Op.REFUND, id, limit, window, o);
+  }
+
+  public CompletableFuture<MultiLimitResult> checkLimitsAsync(
+      String id, List<Limit> limits, CallOptions o) {
+    return decideAsync(Op.CHECK, id, limits, o, o.isMs());
+  }
+
+  public CompletableFuture<MultiLimitResult> checkLimitsAsync(
+      String id, String rates, CallOptions o) {
+    return decideAsync(Op.CHECK, id, rates(rates, o), o, true);
+  }
+
+  public CompletableFuture<MultiLimitResult> peekLimitsAsync(
+      String id, List<Limit> limits, CallOptions o) {
+    return decideAsync(Op.PEEK, id, limits, o, o.isMs());
+  }
+
+  public CompletableFuture<MultiLimitResult> peekLimitsAsync(
+      String id, String rates, CallOptions o) {
+    return decideAsync(Op.PEEK, id, rates(rates, o), o, true);
+  }
+
+  public CompletableFuture<MultiLimitResult> refundLimitsAsync(
+      String id, List<Limit> limits, CallOptions o) {
+    return decideAsync(Op.REFUND, id, limits, o, o.isMs());
+  }
+
+  public CompletableFuture<MultiLimitResult> refundLimitsAsync(
+      String id, String rates, CallOptions o) {
+    return decideAsync(Op.REFUND, id, rates(rates, o), o, true);
+  }
+
+  /** {@link #counts} without blocking. */
+  public CompletableFuture<WindowCounts> countsAsync(String id, long window, CallOptions o) {
+    Wire w = Wire.counts(key(id), window, o.isMs(), o.now());
+    return sendAsync(w)
+        .thenApply(
+            reply -> reply == UNAVAILABLE ? WindowCounts.unavailable() : Replies.counts(reply));
   }
 }

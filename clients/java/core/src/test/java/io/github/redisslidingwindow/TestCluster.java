@@ -16,10 +16,11 @@ import redis.clients.jedis.commands.ProtocolCommand;
 /**
  * A cluster of real redis-server 7.0 processes with the module ({@code cluster-enabled yes}, no
  * replicas) on free 127.0.0.1 ports, made by {@code redis-cli --cluster create} and stopped by
- * {@link #close()}. REDIS_CLI overrides the redis-cli binary.
+ * {@link #close()}. REDIS_CLI overrides the redis-cli binary. Public for the other modules' tests
+ * (the core's test-jar).
  */
-final class TestCluster implements AutoCloseable {
-  final List<TestServer> nodes;
+public final class TestCluster implements AutoCloseable {
+  public final List<TestServer> nodes;
 
   private TestCluster(List<TestServer> nodes) {
     this.nodes = nodes;
@@ -42,10 +43,15 @@ final class TestCluster implements AutoCloseable {
     throw new IOException("no free port pair");
   }
 
-  static TestCluster start(int masters) throws Exception {
+  public static TestCluster start(int masters) throws Exception {
+    return start(masters, 0);
+  }
+
+  /** {@code masters} primaries, each with {@code replicas} replicas. */
+  public static TestCluster start(int masters, int replicas) throws Exception {
     List<TestServer> nodes = new ArrayList<>();
     try {
-      for (int i = 0; i < masters; i++) {
+      for (int i = 0; i < masters * (1 + replicas); i++) {
         nodes.add(
             TestServer.start(
                 TestServer.Kind.MODULE,
@@ -65,7 +71,7 @@ final class TestCluster implements AutoCloseable {
       for (TestServer n : nodes) {
         cmd.add("127.0.0.1:" + n.port);
       }
-      cmd.addAll(List.of("--cluster-replicas", "0", "--cluster-yes"));
+      cmd.addAll(List.of("--cluster-replicas", Integer.toString(replicas), "--cluster-yes"));
       Process p = new ProcessBuilder(cmd).redirectErrorStream(true).start();
       String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
       if (!p.waitFor(60, TimeUnit.SECONDS)
@@ -74,7 +80,7 @@ final class TestCluster implements AutoCloseable {
         throw new IllegalStateException("cluster create: " + out);
       }
       TestCluster c = new TestCluster(nodes);
-      c.awaitConverged(masters);
+      c.awaitConverged(masters, masters * replicas);
       return c;
     } catch (Exception e) {
       for (TestServer n : nodes) {
@@ -91,8 +97,11 @@ final class TestCluster implements AutoCloseable {
     }
   }
 
-  /** Every node says cluster_state:ok and knows every master's slots. */
-  private void awaitConverged(int masters) throws InterruptedException {
+  /**
+   * Every node says cluster_state:ok and knows every master's slots, and the replicas are linked to
+   * their primaries.
+   */
+  private void awaitConverged(int masters, int replicas) throws InterruptedException {
     long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
     outer:
     while (true) {
@@ -109,8 +118,42 @@ final class TestCluster implements AutoCloseable {
           }
         }
       }
+      int linked = 0;
+      for (TestServer n : nodes) {
+        try (RedisClient c = RedisClient.create("127.0.0.1", n.port)) {
+          String repl = new String((byte[]) c.sendCommand(new Named("INFO"), "replication"));
+          if (repl.contains("role:slave") && repl.contains("master_link_status:up")) {
+            linked++;
+          }
+        }
+      }
+      if (linked != replicas) {
+        Thread.sleep(100);
+        continue;
+      }
       return;
     }
+  }
+
+  /** The nodes that are primaries now (ROLE). */
+  public List<TestServer> primaries() {
+    List<TestServer> out = new ArrayList<>();
+    for (TestServer n : nodes) {
+      try (RedisClient c = RedisClient.create("127.0.0.1", n.port)) {
+        List<?> role = (List<?>) c.sendCommand(new Named("ROLE"));
+        if ("master".equals(new String((byte[]) role.get(0), StandardCharsets.UTF_8))) {
+          out.add(n);
+        }
+      }
+    }
+    return out;
+  }
+
+  /** The nodes that are replicas now. */
+  public List<TestServer> replicas() {
+    List<TestServer> out = new ArrayList<>(nodes);
+    out.removeAll(primaries());
+    return out;
   }
 
   Set<HostAndPort> seeds() {

@@ -2,11 +2,11 @@ package io.github.redisslidingwindow.jedis;
 
 import io.github.redisslidingwindow.RedisErrorReply;
 import io.github.redisslidingwindow.RedisUnavailableException;
+import io.github.redisslidingwindow.Routing;
 import io.github.redisslidingwindow.SendCommand;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.Locale;
 import java.util.Map;
 import java.util.Objects;
 import redis.clients.jedis.BuilderFactory;
@@ -25,7 +25,10 @@ import redis.clients.jedis.exceptions.JedisDataException;
  * RedisClusterClient}. On a cluster a command is routed by its key (the key of {@code FCALL}/{@code
  * EVALSHA}/{@code EVAL} after numkeys, else the first argument), and the keyless commands the
  * limiter sends to find or load its library ({@code FUNCTION ...}, {@code SCRIPT ...}, {@code
- * FCALL_RO slidingwindow_version 0}) go to every node, so each primary gets the library.
+ * FCALL_RO slidingwindow_version 0}) are broadcast, so each primary gets the library. Jedis 8 sends
+ * a broadcast by the command's request policy: {@code FUNCTION LOAD} and {@code FLUSH} ({@code
+ * all_shards}) to the primaries only, never to a replica (which would refuse the write;
+ * LettuceClusterTest checks the replicas' rejected calls).
  */
 public final class JedisSendCommand implements SendCommand {
   private final UnifiedJedis jedis;
@@ -43,27 +46,8 @@ public final class JedisSendCommand implements SendCommand {
     }
   }
 
-  /**
-   * The key a command is routed by, or null for a keyless one: after numkeys for FCALL, FCALL_RO,
-   * EVAL and EVALSHA; none for FUNCTION, SCRIPT and the other server commands below; else the first
-   * argument (DEL, the module's commands).
-   */
   static String routingKey(List<String> command) {
-    String name = command.get(0).toUpperCase(Locale.ROOT);
-    switch (name) {
-      case "FCALL", "FCALL_RO", "EVAL", "EVALSHA", "EVAL_RO", "EVALSHA_RO" -> {
-        if (command.size() > 3 && !"0".equals(command.get(2))) {
-          return command.get(3);
-        }
-        return null;
-      }
-      case "FUNCTION", "SCRIPT", "PING", "TIME", "INFO", "MODULE", "COMMAND", "ACL", "CONFIG" -> {
-        return null;
-      }
-      default -> {
-        return command.size() > 1 ? command.get(1) : null;
-      }
-    }
+    return Routing.key(command);
   }
 
   @Override

@@ -1,5 +1,6 @@
 package io.github.redisslidingwindow.lettuce;
 
+import io.github.redisslidingwindow.AsyncSendCommand;
 import io.github.redisslidingwindow.RedisErrorReply;
 import io.github.redisslidingwindow.RedisUnavailableException;
 import io.github.redisslidingwindow.SendCommand;
@@ -17,15 +18,18 @@ import java.util.ArrayList;
 import java.util.Deque;
 import java.util.List;
 import java.util.Objects;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
 
 /**
  * {@link SendCommand} on a standalone Lettuce {@link StatefulRedisConnection} of any codec (the
  * command is sent as raw strings, the reply read by an output of its own: bulk and status replies
  * as {@code byte[]}, integers as {@code Long}, arrays as {@code List}, as the Jedis adapter). RESP2
  * and RESP3 both work (a RESP3 map is flattened to key, value, ...). The connection is thread-safe
- * and shared by every call.
+ * and shared by every call. {@link #sendAsync} dispatches through {@code connection.async()}: the
+ * limiter's {@code *Async} calls never block.
  */
-public final class LettuceSendCommand implements SendCommand {
+public final class LettuceSendCommand implements AsyncSendCommand {
   private final StatefulRedisConnection<byte[], byte[]> connection;
 
   @SuppressWarnings("unchecked")
@@ -46,21 +50,68 @@ public final class LettuceSendCommand implements SendCommand {
     }
   }
 
-  @Override
-  public Object send(List<String> command) {
-    ProtocolKeyword name = new Named(command.get(0).getBytes(StandardCharsets.UTF_8));
+  private static CommandArgs<byte[], byte[]> args(List<String> command) {
     CommandArgs<byte[], byte[]> args = new CommandArgs<>(ByteArrayCodec.INSTANCE);
     for (String a : command.subList(1, command.size())) {
       args.add(a);
     }
+    return args;
+  }
+
+  @Override
+  public Object send(List<String> command) {
+    ProtocolKeyword name = new Named(command.get(0).getBytes(StandardCharsets.UTF_8));
     try {
-      return connection.sync().dispatch(name, new AnyOutput(), args);
-    } catch (RedisCommandExecutionException e) {
-      throw new RedisErrorReply(String.valueOf(e.getMessage()), e);
-    } catch (RedisException e) {
-      // refused, reset, closed, timed out, interrupted: no reply
-      throw new RedisUnavailableException(String.valueOf(e.getMessage()), e);
+      return connection.sync().dispatch(name, new AnyOutput(), args(command));
+    } catch (RuntimeException e) {
+      throw mapped(e);
     }
+  }
+
+  @Override
+  public CompletableFuture<Object> sendAsync(List<String> command) {
+    ProtocolKeyword name = new Named(command.get(0).getBytes(StandardCharsets.UTF_8));
+    CompletableFuture<Object> f;
+    try {
+      f = connection.async().dispatch(name, new AnyOutput(), args(command)).toCompletableFuture();
+    } catch (RuntimeException e) {
+      return CompletableFuture.failedFuture(mapped(e));
+    }
+    return mappedAsync(f);
+  }
+
+  /** The future's Lettuce errors as the limiter's. */
+  static CompletableFuture<Object> mappedAsync(CompletableFuture<Object> f) {
+    return f.handle(
+        (reply, ex) -> {
+          if (ex == null) {
+            return reply;
+          }
+          Throwable t = ex;
+          while (t instanceof CompletionException && t.getCause() != null) {
+            t = t.getCause();
+          }
+          throw new CompletionException(mapped(t));
+        });
+  }
+
+  /**
+   * An error reply as {@link RedisErrorReply}; refused, reset, closed, timed out, interrupted (no
+   * reply) as {@link RedisUnavailableException}; anything else as it is.
+   */
+  static RuntimeException mapped(Throwable e) {
+    if (e instanceof RedisCommandExecutionException x) {
+      return new RedisErrorReply(String.valueOf(x.getMessage()), x);
+    }
+    if (e instanceof RedisException x) {
+      return new RedisUnavailableException(String.valueOf(x.getMessage()), x);
+    }
+    if (e instanceof java.util.concurrent.CancellationException x) {
+      return new RedisUnavailableException("cancelled", x);
+    }
+    return e instanceof RuntimeException r
+        ? r
+        : new RedisUnavailableException(String.valueOf(e), e);
   }
 
   /** Any reply, nested arrays included, as plain Java values. */

@@ -1,6 +1,7 @@
 package io.github.redisslidingwindow.gateway;
 
 import io.github.redisslidingwindow.CallOptions;
+import io.github.redisslidingwindow.DecisionListener;
 import io.github.redisslidingwindow.Headers;
 import io.github.redisslidingwindow.Limit;
 import io.github.redisslidingwindow.MultiLimitResult;
@@ -29,15 +30,18 @@ import reactor.core.scheduler.Schedulers;
  * (key-resolver, deny-empty-key, empty-key-status-code, status-code) apply as with any limiter.
  *
  * <p>The key counted is {@code <route id>:<resolved key>} (a route's limits never mix with
- * another's). The core limiter is blocking: each call runs on {@code Schedulers.boundedElastic()}
- * unless another scheduler is given. An outage answers as the core limiter's circuit says (allowed
- * and degraded by default, without headers; denied with {@code failOpen(false)}).
+ * another's). On a limiter whose sender is asynchronous (Lettuce's adapters, the starter's
+ * connection) each call goes through the limiter's async path and blocks no thread; on another
+ * (Jedis) the blocking call runs on {@code Schedulers.boundedElastic()} unless another scheduler is
+ * given. An outage answers as the core limiter's circuit says (allowed and degraded by default,
+ * without headers; denied with {@code failOpen(false)}).
  */
 public class SlidingWindowRateLimiter extends AbstractRateLimiter<SlidingWindowRateLimiter.Config> {
   public static final String CONFIGURATION_PROPERTY_NAME = "sliding-window-rate-limiter";
 
   private final RateLimiter limiter;
   private final Scheduler scheduler;
+  private volatile DecisionListener listener = DecisionListener.NONE;
 
   public SlidingWindowRateLimiter(RateLimiter limiter, ConfigurationService configurationService) {
     this(limiter, configurationService, Schedulers.boundedElastic());
@@ -48,6 +52,15 @@ public class SlidingWindowRateLimiter extends AbstractRateLimiter<SlidingWindowR
     super(Config.class, CONFIGURATION_PROPERTY_NAME, configurationService);
     this.limiter = Objects.requireNonNull(limiter);
     this.scheduler = Objects.requireNonNull(scheduler);
+  }
+
+  /**
+   * Told of each decision, with the route's policy name (the starter's Micrometer counters, when
+   * auto-configured).
+   */
+  public SlidingWindowRateLimiter listener(DecisionListener l) {
+    this.listener = Objects.requireNonNull(l);
+    return this;
   }
 
   /** The core limiter this bean asks (its mode, its circuit). */
@@ -86,14 +99,19 @@ public class SlidingWindowRateLimiter extends AbstractRateLimiter<SlidingWindowR
     String key = routeId + ":" + id;
     String policy = c.getPolicy() != null && !c.getPolicy().isEmpty() ? c.getPolicy() : routeId;
     CallOptions o = CallOptions.defaults().cost(c.getCost()).ms();
-    return Mono.fromCallable(
-            () -> {
-              MultiLimitResult r = limiter.checkLimits(key, limits, o);
-              Map<String, String> h =
-                  c.isIncludeHeaders() ? Headers.limitsHeaders(r, policy) : Map.of();
-              return new Response(r.allowed(), h);
-            })
+    if (limiter.isAsync()) {
+      // Lettuce: sent through its async API, nothing blocks
+      return Mono.fromCompletionStage(() -> limiter.checkLimitsAsync(key, limits, o))
+          .map(r -> response(r, c, policy));
+    }
+    return Mono.fromCallable(() -> response(limiter.checkLimits(key, limits, o), c, policy))
         .subscribeOn(scheduler);
+  }
+
+  private Response response(MultiLimitResult r, Config c, String policy) {
+    listener.decided(policy, DecisionListener.outcome(r), r.allowed());
+    Map<String, String> h = c.isIncludeHeaders() ? Headers.limitsHeaders(r, policy) : Map.of();
+    return new Response(r.allowed(), h);
   }
 
   /** A route's limits. */

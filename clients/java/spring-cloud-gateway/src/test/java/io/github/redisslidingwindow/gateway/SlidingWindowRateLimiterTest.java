@@ -80,6 +80,43 @@ class SlidingWindowRateLimiterTest {
     return r;
   }
 
+  /**
+   * The async path (Lettuce) answers on Lettuce's I/O thread; a blocking sender's call runs on the
+   * scheduler (boundedElastic), never on the subscriber's thread. Both count the same.
+   */
+  @Test
+  void asyncSenderBlocksNoThreadAndABlockingOneRunsOnTheScheduler() {
+    RateLimiter async = core();
+    assertTrue(async.isAsync());
+    LettuceSendCommand lettuce = new LettuceSendCommand(connection);
+    java.util.Set<String> blockingThreads = java.util.concurrent.ConcurrentHashMap.newKeySet();
+    RateLimiter blocking =
+        RateLimiter.builder(
+                cmd -> {
+                  blockingThreads.add(Thread.currentThread().getName());
+                  return lettuce.send(cmd);
+                })
+            .build();
+    assertFalse(blocking.isAsync());
+    for (RateLimiter core : List.of(async, blocking)) {
+      List<String> told = new java.util.concurrent.CopyOnWriteArrayList<>();
+      SlidingWindowRateLimiter l =
+          gatewayLimiter(core)
+              .listener(
+                  (policy, outcome, allowed) -> told.add(policy + " " + outcome + " " + allowed));
+      l.getConfig().put("r", new SlidingWindowRateLimiter.Config().setRates("2/minute"));
+      String user = "u-" + UUID.randomUUID();
+      assertTrue(ask(l, "r", user).isAllowed());
+      assertTrue(ask(l, "r", user).isAllowed());
+      assertFalse(ask(l, "r", user).isAllowed());
+      assertEquals(List.of("r ALLOWED true", "r ALLOWED true", "r REFUSED false"), told);
+    }
+    assertFalse(blockingThreads.isEmpty());
+    for (String t : blockingThreads) {
+      assertTrue(t.startsWith("boundedElastic"), t);
+    }
+  }
+
   @Test
   void routeArgsBindAndTheLimitsHold() {
     SlidingWindowRateLimiter l = gatewayLimiter(core());

@@ -66,7 +66,7 @@ class GatewayExampleTest {
             "--server.port=0",
             "--server.address=127.0.0.1",
             "--upstream.uri=http://127.0.0.1:" + upstream.getAddress().getPort(),
-            "--slidingwindow.redis-url=redis://127.0.0.1:" + redis.port,
+            "--spring.data.redis.url=redis://127.0.0.1:" + redis.port,
             "--spring.main.banner-mode=off");
     port = Integer.parseInt(app.getEnvironment().getProperty("local.server.port"));
   }
@@ -132,10 +132,23 @@ class GatewayExampleTest {
     assertEquals(200, other.statusCode(), "another user has a count of its own");
   }
 
+  private double counted(String policy, String outcome) {
+    var c =
+        app.getBean(io.micrometer.core.instrument.MeterRegistry.class)
+            .find("slidingwindow.requests")
+            .tag("policy", policy)
+            .tag("outcome", outcome)
+            .counter();
+    return c == null ? 0 : c.count();
+  }
+
   @Test
   @Order(1)
   void perMinuteRoute() throws Exception {
     exactlyTheLimitThen429("/minute/a", "per-minute", 3, 60_000);
+    // the starter's counters, told by the auto-configured gateway limiter
+    assertEquals(4, counted("per-minute", "allowed"), "3 of the user's, 1 of another user");
+    assertEquals(1, counted("per-minute", "refused"));
   }
 
   @Test

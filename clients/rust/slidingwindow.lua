@@ -86,7 +86,8 @@ Caches: each maps a key to what a pure function gives for it, so a stale entry c
 exist; each is emptied when it reaches 256 entries, so it stays small.
   VARINT[v]      put_varint's bytes of v
   HEAD[k]        a counter's bytes before its counts (flags, window, index) for window k
-                 (negative: MS), valid for index HEAD_INDEX[k]
+                 (negative: MS), valid for index HEAD_INDEX[k]; ONE[k] the same after the
+                 version byte of a one-counter state (0xA1): what decode looks for first
   REPLY1[c], REPLY0[c]  the replies {1, c} and {0, c} (Redis only reads a returned table)
   last_sec, last_sec_n  TIME's seconds as text and number (it changes once a second)
   last_at, last_at_text an expiry in ms and its decimal (the same for a whole ms)
@@ -99,7 +100,7 @@ local JS, JI, JE, JP, JC, JX = {}, {}, {}, {}, {}, {}
 local OMS, OW, OI, OC, OP = {}, {}, {}, {}, {}
 local PARGS, p_argc, p_n, p_ms, p_now, p_cost, p_details = {}, nil
 local VARINT, varint_count = {}, 0
-local HEAD, HEAD_INDEX, head_count = {}, {}, 0
+local HEAD, HEAD_INDEX, ONE, head_count = {}, {}, {}, 0
 local REPLY1, REPLY0 = {}, {}
 local last_sec, last_sec_n, last_at, last_at_text, last_at_sec, last_at_sec_text
 local MS_DIGITS = {} -- [0..999] -> '000'..'999': at most 1,000 entries, never emptied
@@ -378,11 +379,34 @@ local function before(ams, aw, bms, bw)
 end
 
 -- decode_into: the number of counters in s, in the S arrays; nil when s is no state
--- (and for an error reply, a table of length 0). One C call reads every byte.
-local function decode(s)
+-- (and for an error reply, a table of length 0). One C call reads every byte. Most keys
+-- are as a call in this window left them: a version 1 state with the head last written
+-- for the call's first window (ONE, below), whose counts are of one or two bytes; then
+-- only the counts are read, by one C call, with no table.
+local function decode(s, ms, w)
   local n = #s
   if n < 6 or n > MAX_LEN then
     return nil
+  end
+  local one = ONE[ms and -w or w]
+  if one and n - #one <= 4 and strfind(s, one, 1, true) == 1 then
+    local x1, x2, x3, x4 = byte(s, #one + 1, n)
+    local c, x, y, q -- current; the bytes after it; the index past it
+    if x1 and x1 < 128 then
+      c, x, y, q = x1, x2, x3, #one + 2
+    elseif x2 and x2 < 128 and x2 > 0 then -- a last byte of 0 is overlong
+      c, x, y, q = x1 - 128 + x2 * 128, x3, x4, #one + 3
+    end
+    local p
+    if x and x < 128 then
+      p, q = x, q + 1
+    elseif x and y and y < 128 and y > 0 then
+      p, q = x - 128 + y * 128, q + 2
+    end
+    if p and q == n + 1 then
+      SMS[1], SW[1], SI[1], SC[1], SP[1] = ms, w, HEAD_INDEX[ms and -w or w], c, p
+      return 1
+    end
   end
   local b = { byte(s, 1, n) }
   local count, p = 1, 2
@@ -473,9 +497,9 @@ local function counter_bytes(before, ms, w, i, c, p)
   if HEAD_INDEX[k] ~= i then
     h = (ms and '\1' or '\0') .. varint(w) .. varint(i)
     if head_count == 256 then
-      HEAD, HEAD_INDEX, head_count = {}, {}, 0
+      HEAD, HEAD_INDEX, ONE, head_count = {}, {}, {}, 0
     end
-    HEAD[k], HEAD_INDEX[k], head_count = h, i, head_count + 1
+    HEAD[k], HEAD_INDEX[k], ONE[k], head_count = h, i, '\161' .. h, head_count + 1
   end
   return before .. h .. (VARINT[c] or varint(c)) .. (VARINT[p] or varint(p))
 end
@@ -835,12 +859,10 @@ local function expiry(key, now_ms)
   return t, t > MAX
 end
 
--- An expiry's decimal (a number or a big). The last one is kept: calls in one ms with
--- one window share it.
+-- An expiry's decimal (a number <= 2^53 - 1). The last one is kept: calls in one ms
+-- with one window share it; and the decimal of its seconds, which last a second.
 local function ms_text(at)
-  if typeof(at) == 'table' then
-    return bdecimal(at)
-  elseif at ~= last_at then
+  if at ~= last_at then
     local ms = at % 1000
     local sec = at - ms
     if sec ~= last_at_sec then
@@ -856,13 +878,17 @@ local function ms_text(at)
   return last_at_text
 end
 
+local function text_of(at) -- an expiry that may be a big
+  return typeof(at) == 'table' and bdecimal(at) or ms_text(at)
+end
+
 -- `SET key state PXAT ms` (or plain SET, for a key without expiry): what replicas and
 -- the AOF receive. The error (OOM under EVAL, which has no flags to be refused by up
 -- front) is returned as the reply.
-local function write(key, state, at)
+local function write(key, state, text)
   local e
-  if at then
-    e = rpcall('SET', key, state, 'PXAT', at == last_at and last_at_text or ms_text(at))
+  if text then
+    e = rpcall('SET', key, state, 'PXAT', text)
   else
     e = rpcall('SET', key, state)
   end
@@ -878,7 +904,7 @@ local function write_keeping(key, state, at)
   if e.err or not at then
     return e.err and e or nil
   end
-  rpcall('PEXPIREAT', key, ms_text(at), 'GT')
+  rpcall('PEXPIREAT', key, text_of(at), 'GT')
 end
 
 -- A REFUND's write: the S arrays, with the key's own expiry.
@@ -888,7 +914,7 @@ local function write_back(key, count, now_ms)
   if inexact then
     return write_keeping(key, state)
   end
-  return write(key, state, old)
+  return write(key, state, old and text_of(old))
 end
 
 -- An allowed CHECK's write: the next state, expiring two of its longest windows after
@@ -901,17 +927,20 @@ local function write_counted(key, count, n, ms, now, cost, clock)
     end
   end
   local lw = longest * (ms and 1 or 1000)
-  local at = clock + 2 * lw
+  local at, text = clock + 2 * lw, last_at_text
   if at > MAX then
     at = badd(badd(big(clock), big(lw)), big(lw))
+    text = bdecimal(at)
+  elseif at ~= last_at then
+    text = ms_text(at)
   end
   if n == 1 and (count == 0 or (count == 1 and JS[1] == 1)) then -- next_single
-    return write(key, counter_bytes('\161', ms, WIN[1], JI[1], JC[1] + cost, JP[1]), at)
+    return write(key, counter_bytes('\161', ms, WIN[1], JI[1], JC[1] + cost, JP[1]), text)
   end
   local m, kept = next_state(count, n, ms, now, cost)
   local state = encode(m, OMS, OW, OI, OC, OP)
   if not kept then
-    return write(key, state, at)
+    return write(key, state, text)
   end
   local old, inexact = expiry(key, clock)
   if old and inexact then
@@ -919,7 +948,7 @@ local function write_counted(key, count, n, ms, now, cost, clock)
   elseif old and bless(as_big(at), as_big(old)) then
     at = old
   end
-  return write(key, state, at)
+  return write(key, state, text_of(at))
 end
 
 local function arity(name)
@@ -951,7 +980,7 @@ local function limiter(name, mode)
     local key = keys[1]
     local v, count = rpcall('GET', key), 0
     if v then
-      count = decode(v)
+      count = decode(v, ms, WIN[1])
       if not count then
         return no_state(v)
       end
@@ -986,7 +1015,7 @@ local function counts(keys, a)
   now = now or server_time(ms)
   local v, count = rpcall('GET', keys[1]), 0
   if v then
-    count = decode(v)
+    count = decode(v, ms, window)
     if not count then
       return no_state(v)
     end

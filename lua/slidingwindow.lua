@@ -907,15 +907,6 @@ local function write_keeping(key, state, at)
   rpcall('PEXPIREAT', key, text_of(at), 'GT')
 end
 
--- A REFUND's write: the S arrays, with the key's own expiry.
-local function write_back(key, count, now_ms)
-  local state = encode(count, SMS, SW, SI, SC, SP)
-  local old, inexact = expiry(key, now_ms)
-  if inexact then
-    return write_keeping(key, state)
-  end
-  return write(key, state, old and text_of(old))
-end
 
 -- An allowed CHECK's write: the next state, expiring two of its longest windows after
 -- the server's time; one that keeps windows the call did not name keeps a later expiry.
@@ -994,7 +985,9 @@ local function limiter(name, mode)
         end
       end
     elseif mode == 'refund' and give_back(n, cost) then
-      local e = write_back(key, count, clock or server_ms())
+      -- The key's own expiry kept, as the module keeps it (Expiry::Keep): exact, even
+      -- past 2^53 ms, with no read of it.
+      local e = write_keeping(key, encode(count, SMS, SW, SI, SC, SP))
       if e then
         return e
       end

@@ -171,6 +171,7 @@ def instructions(srv: Server, todo: list[dict[str, Any]], n: int) -> None:
 
 
 def table(todo: list[dict[str, Any]], field: str = "usec_per_call") -> str:
+    f = ".0f" if field == "ir_per_call" else ".2f"
     seed = next((c[field] for c in todo if c["impl"] == "seed"), None)
     by = collections.defaultdict(lambda: float("nan"),
                                  {(c["path"], c["impl"]): c[field] for c in todo})
@@ -181,12 +182,12 @@ def table(todo: list[dict[str, Any]], field: str = "usec_per_call") -> str:
     for path, _ in PATHS:
         lib, mod = by[(path, "library")], by[(path, "module")]
         ratio = f"{lib / seed:.2f}" if seed else "-"
-        row = f"| {path} | {lib:.2f} | {mod:.2f} | {mod / lib:.2f} | {ratio} |"
+        row = f"| {path} | {lib:{f}} | {mod:{f}} | {mod / lib:.2f} | {ratio} |"
         if other:
-            row += f" {by[(path, 'other')]:.2f} | {lib / by[(path, 'other')]:.2f} |"
+            row += f" {by[(path, 'other')]:{f}} | {lib / by[(path, 'other')]:.2f} |"
         rows.append(row)
     if seed:
-        rows.append(f"| seed script (explicit `now`) | - | - | - | {seed:.2f} µs |"
+        rows.append(f"| seed script (explicit `now`) | - | - | - | {seed:{f}} µs |"
                     + (" - | - |" if other else ""))
     return "\n".join(rows)
 

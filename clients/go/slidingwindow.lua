@@ -91,7 +91,8 @@ exist; each is emptied when it reaches 256 entries, so it stays small.
   REPLY1[c], REPLY0[c]  the replies {1, c} and {0, c} (Redis only reads a returned table)
   last_sec, last_sec_n  TIME's seconds as text and number (it changes once a second)
   last_at, last_at_text an expiry in ms and its decimal (the same for a whole ms)
-  last_at_sec, last_at_sec_text  its whole seconds, in ms, and their decimal
+  last_at_sec, last_at_sec_text  its whole seconds, in ms, and their decimal (then
+                        three digits of DIGIT, a constant table, for the ms)
 ]]
 local LIM, WIN = {}, {}
 local SMS, SW, SI, SC, SP = {}, {}, {}, {}, {}
@@ -103,7 +104,7 @@ local VARINT, varint_count = {}, 0
 local HEAD, HEAD_INDEX, ONE, head_count = {}, {}, {}, 0
 local REPLY1, REPLY0 = {}, {}
 local last_sec, last_sec_n, last_at, last_at_text, last_at_sec, last_at_sec_text
-local MS_DIGITS = {} -- [0..999] -> '000'..'999': at most 1,000 entries, never emptied
+local DIGIT = { [0] = '0', '1', '2', '3', '4', '5', '6', '7', '8', '9' }
 
 ------------------------------------------------------------------ two-part integers (rare)
 
@@ -868,12 +869,10 @@ local function ms_text(at)
     if sec ~= last_at_sec then
       last_at_sec, last_at_sec_text = sec, int(sec / 1000)
     end
-    local digits = MS_DIGITS[ms]
-    if not digits then
-      digits = format('%03d', ms)
-      MS_DIGITS[ms] = digits
-    end
-    last_at, last_at_text = at, sec == 0 and int(ms) or last_at_sec_text .. digits
+    local o = ms % 10
+    local d = (ms - o) / 10 % 10
+    last_at, last_at_text = at, sec == 0 and int(ms)
+      or last_at_sec_text .. DIGIT[(ms - ms % 100) / 100] .. DIGIT[d] .. DIGIT[o]
   end
   return last_at_text
 end

@@ -248,15 +248,15 @@ def main() -> None:
         srv.stop()
     out.mkdir(parents=True, exist_ok=True)
     name = "lua_paths_ir" if args.ir else "lua_paths"
+    cmdline = " ".join(["python3 bench/lua_paths.py", *sys.argv[1:]])
     (out / f"{name}.json").write_text(json.dumps(res, indent=1) + "\n")
     if args.ir:
-        (out / f"{name}.md").write_text(f"{server['server']} under callgrind, `python3 "
-                                        f"bench/lua_paths.py --ir`: Ir per call.\n\n{text}\n")
+        (out / f"{name}.md").write_text(f"{server['server']} under callgrind, `{cmdline}`: "
+                                        f"Ir per call.\n\n{text}\n")
         print(text)
         return
     (out / f"{name}.md").write_text(
-        f"{server['server']}, `python3 bench/lua_paths.py"
-        f"{' --quick' if args.quick else ''}`: redis-benchmark -c {CLIENTS} -P {PIPELINE} "
+        f"{server['server']}, `{cmdline}`: redis-benchmark -c {CLIENTS} -P {PIPELINE} "
         f"-r {KEYSPACE}, {cfg['n']} calls per run, median of {cfg['rounds']} interleaved "
         f"rounds, INFO commandstats µs per call.\n\n{text}\n")
     print(text)

@@ -925,7 +925,15 @@ local function write_counted(key, count, n, ms, now, cost, clock)
     text = ms_text(at)
   end
   if n == 1 and (count == 0 or (count == 1 and JS[1] == 1)) then -- next_single
-    return write(key, counter_bytes('\161', ms, WIN[1], JI[1], JC[1] + cost, JP[1]), text)
+    local k, c, p = ms and -longest or longest, JC[1] + cost, JP[1]
+    local state -- ONE[k] when it is this index's: counter_bytes' answer, without its call
+    if HEAD_INDEX[k] == JI[1] then
+      state = ONE[k] .. (VARINT[c] or varint(c)) .. (VARINT[p] or varint(p))
+    else
+      state = counter_bytes('\161', ms, longest, JI[1], c, p)
+    end
+    local e = rpcall('SET', key, state, 'PXAT', text)
+    return e.err and e or nil
   end
   local m, kept = next_state(count, n, ms, now, cost)
   local state = encode(m, OMS, OW, OI, OC, OP)

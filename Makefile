@@ -4,7 +4,7 @@ PORT    ?= 6379
 PYTHON  ?= python3
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: help build build-fault run stop test test-limits test-node test-go deps-go lint deps deps-system deps-valgrind deps-python bench-deps bench bench-quick clean
+.PHONY: help build build-fault run stop test test-limits test-node test-go deps-go lint deps deps-system deps-valgrind deps-python bench-deps bench bench-quick bench-lua clean
 .PHONY: accuracy accuracy-quick
 
 help: ## List every target with its purpose
@@ -144,6 +144,7 @@ bench-deps: ## The benchmark's Python tools (bench/requirements.txt)
 bench: build bench-deps ## Server time, throughput, latency and memory against INCR, SET and the seed script; the gateway flood (deny cache on/off); the Node stores
 	$(PYTHON) bench/bench.py $(BENCH_ARGS)
 	$(PYTHON) bench/gateway_flood.py
+	$(MAKE) bench-lua
 	$(MAKE) bench-node
 	$(MAKE) bench-rust
 	$(MAKE) bench-go
@@ -166,6 +167,11 @@ bench-node: build ## Node: Express req/s and Redis server time per request, our 
 bench-quick: build bench-deps ## The same benchmark, small: runs in CI so it cannot rot
 	$(PYTHON) bench/bench.py --quick $(BENCH_ARGS)
 	cd clients/go/bench && go run . -quick
+	$(PYTHON) bench/lua_paths.py --quick
+
+.PHONY: bench-lua
+bench-lua: build bench-deps ## The Functions library on each client path (plain, DETAILS, MS, 3 limits, COST, REFUND, PEEK) vs the module and the seed script, Redis 7.0 -> bench/results/lua_paths.*
+	$(PYTHON) bench/lua_paths.py
 
 .PHONY: bench-plain
 bench-plain: build bench-deps ## Only the plain redis-benchmark conditions (50 clients x pipeline 32)

@@ -23,10 +23,20 @@ Two ways to run this one file:
   The body registers the functions when FUNCTION LOAD runs it (redis.register_function
   exists only there) and otherwise dispatches on ARGV[1].
 
-Arithmetic: Lua numbers are doubles. Every input is at most 2^53 - 1, so it is exact;
-the few results that can pass 2^53 (times to wait, expiries in ms, "two windows on")
-are computed as two-part integers (`big`), exactly as the module computes them in u64.
-Waits in replies are capped at 2^53 - 1, as the module's are.
+Layout, as the module's crates/core: the arguments (args.rs), the bytes (encoding.rs),
+the algorithm (window.rs), then the commands (src/commands.rs). One path serves every
+call: one limit or several, seconds or MS, with or without DETAILS, COST, REFUND, PEEK.
+
+Arithmetic: Lua numbers are doubles. Every input is at most 2^53 - 1, so it is exact.
+The few results that can pass 2^53 (times to wait, expiries in ms, "two windows on") are
+checked cheaply first ((index + 3) * window, clock + 2 * window in ms: a sum or product
+past 2^53 - 1 rounds to >= 2^53, so the test itself is exact) and only past it computed
+as two-part integers (`big`), exactly as the module computes them in u64. Waits in
+replies are capped at 2^53 - 1, as the module's are.
+
+Cost: each Lua or C function call costs about as much as twenty lines of arithmetic, and
+each table is an allocation the collector must later walk: the common path makes few
+calls and builds no table but the reply (and one of the state's bytes to decode them).
 ]]
 
 local VERSION = '0.3.0'
@@ -34,20 +44,69 @@ local MAX = 9007199254740991 -- 2^53 - 1: the largest count, time or window
 local MAX_LIMITS = 8
 local MAX_WINDOWS = 8
 local MAX_WINDOW_S = 9007199254740 -- floor(MAX / 1000): the longest window in seconds
+local MAX_LEN = 2 + MAX_WINDOWS * 33 -- the longest state: eight counters of 33 bytes
 local TWO32 = 4294967296
+local NEVER = 1 / 0 -- a wait that never ends: sorts after every other
 local WRONGTYPE = 'WRONGTYPE Operation against a key holding the wrong kind of value'
 local CHECK_OPTIONS = 'LIMIT, COST, MS or DETAILS'
+local ARITY = 'arity' -- parse's word for "too few arguments": the reply names the function
 
 -- Bound by the first call: FUNCTION LOAD runs this body without the standard libraries.
-local byte, char, strfind, format, floor, fmod, unpack, typeof, rcall, rpcall
+local byte, char, strfind, format, fmod, upper, unpack, typeof, rcall, rpcall, error_reply
+local OPTION -- the option words, by their text as written (upper or lower case)
 
 local function bind()
-  if not floor then
-    byte, char, strfind, format = string.byte, string.char, string.find, string.format
-    floor, fmod, unpack, typeof = math.floor, math.fmod, _G.unpack, type
-    rcall, rpcall = redis.call, redis.pcall
+  byte, char, strfind, format = string.byte, string.char, string.find, string.format
+  fmod, upper, unpack, typeof = math.fmod, string.upper, _G.unpack, type
+  rcall, rpcall, error_reply = redis.call, redis.pcall, redis.error_reply
+  OPTION = {}
+  for _, w in ipairs({ 'LIMIT', 'COST', 'MS', 'DETAILS' }) do
+    OPTION[w], OPTION[string.lower(w)] = w, w
   end
 end
+
+--------------------------------------------------------------- per-call state, in one place
+--[[
+Scratch: module-level arrays that each call fills before it reads them. A call runs to
+its end before the next one starts (scripts never yield), so nothing one call leaves in
+them is read by another; entries past a call's own count are stale and never read.
+  LIM, WIN [1..n]                the call's limits in call order (args.rs Parsed)
+  SMS, SW, SI, SC, SP [1..count] the key's counters as decoded: unit is MS, window,
+                                 index, current, previous (window.rs State)
+  JS, JI, JE, JP, JC, JX [1..n]  each limit judged (window.rs Judged): its counter's slot
+                                 in S (or false), the index and elapsed it is judged at,
+                                 the counts in force then, the estimate
+  OMS, OW, OI, OC, OP [1..m]     the state an allowed CHECK writes (next_state)
+The last parse: parse_check is a pure function of the argument texts, and LIM and WIN
+are written only by it, so while a call's texts are the last parsed call's (strings
+compare by address), its result stands; when only `now` differs, only `now` is read.
+  PARGS[1..p_argc]  the texts; p_n, p_ms, p_now, p_cost, p_details: what they gave
+                    (p_argc nil: none kept, as after COUNTS, which writes LIM[1], WIN[1])
+Caches: each maps a key to what a pure function gives for it, so a stale entry cannot
+exist; each is emptied when it reaches 256 entries, so it stays small.
+  VARINT[v]      put_varint's bytes of v
+  HEAD[k]        a counter's bytes before its counts (flags, window, index) for window k
+                 (negative: MS), valid for index HEAD_INDEX[k]; ONE[k] the same after the
+                 version byte of a one-counter state (0xA1): what decode looks for first
+  REPLY1[c], REPLY0[c]  the replies {1, c} and {0, c} (Redis only reads a returned table)
+  last_sec, last_sec_n  TIME's seconds as text and number (it changes once a second)
+  last_at, last_at_text an expiry in ms and its decimal (the same for a whole ms)
+  last_at_sec, last_at_sec_text  its whole seconds, in ms, and their decimal (then
+                        three digits of DIGIT, a constant table, for the ms)
+]]
+local LIM, WIN = {}, {}
+local SMS, SW, SI, SC, SP = {}, {}, {}, {}, {}
+local FIELDS = { SW, SI, SC, SP } -- the varints of a counter, in their order
+local JS, JI, JE, JP, JC, JX = {}, {}, {}, {}, {}, {}
+local OMS, OW, OI, OC, OP = {}, {}, {}, {}, {}
+local PARGS, p_argc, p_n, p_ms, p_now, p_cost, p_details = {}, nil
+local VARINT, varint_count = {}, 0
+local HEAD, HEAD_INDEX, ONE, head_count = {}, {}, {}, 0
+local REPLY1, REPLY0 = {}, {}
+local last_sec, last_sec_n, last_at, last_at_text, last_at_sec, last_at_sec_text
+local DIGIT = { [0] = '0', '1', '2', '3', '4', '5', '6', '7', '8', '9' }
+
+------------------------------------------------------------------ two-part integers (rare)
 
 -- Exact integer division of 0 <= a < 2^53 by b >= 1 (a / b alone can round up).
 local function divmod(a, b)
@@ -59,26 +118,31 @@ local function int(n)
   return format('%d', n)
 end
 
--- Two-part integers {hi, lo}, value hi * 2^32 + lo with 0 <= lo < 2^32: exact to 2^84.
+-- {hi, lo}, value hi * 2^32 + lo with 0 <= lo < 2^32: exact to 2^84. Only for values that
+-- may pass 2^53 - 1, which the callers test for first.
 local function big(n) -- n an exact integer, |n| < 2^53
-  local h = floor(n / TWO32)
+  local h = (n - n % TWO32) / TWO32
   return { h, n - h * TWO32 }
 end
 
 local function badd(a, b)
   local l = a[2] + b[2]
-  local c = floor(l / TWO32)
+  local c = l >= TWO32 and 1 or 0
   return { a[1] + b[1] + c, l - c * TWO32 }
 end
 
 local function bmul(a, k) -- k <= 1000
   local l = a[2] * k
-  local c = floor(l / TWO32)
+  local c = (l - l % TWO32) / TWO32
   return { a[1] * k + c, l - c * TWO32 }
 end
 
 local function bless(a, b) -- a < b
   return a[1] < b[1] or (a[1] == b[1] and a[2] < b[2])
+end
+
+local function as_big(x) -- a number < 2^53 or a big
+  return typeof(x) == 'table' and x or big(x)
 end
 
 -- The value capped at 2^53 - 1: what a reply may carry.
@@ -94,7 +158,7 @@ local function bdecimal(a) -- a >= 0
   local ql, rl = divmod(rh * TWO32 + a[2], 1000000)
   local q = qh * TWO32 + ql
   if q > 0 then
-    return int(q) .. string.format('%06d', rl)
+    return int(q) .. format('%06d', rl)
   end
   return int(rl)
 end
@@ -105,31 +169,25 @@ local function range_err(name, lo, hi, unit)
   return 'ERR ' .. name .. ' must be an integer from ' .. int(lo) .. ' to ' .. int(hi) .. (unit or '')
 end
 
--- A decimal integer in lo..hi: ASCII digits only.
+-- A decimal integer in lo..hi: ASCII digits only, else nil. `s + 0` is exact here: digits
+-- only, and a value past 2^53 - 1 reads as >= 2^53.
 local function int_in(s, lo, hi)
-  local n = #s
-  if n == 0 then
-    return nil
-  end
-  local v = 0
-  for i = 1, n do
-    local b = byte(s, i)
-    if b < 48 or b > 57 then
-      return nil
-    end
-    v = v * 10 + (b - 48)
-    if v > hi then
-      return nil
+  if strfind(s, '^%d+$') then
+    local v = s + 0
+    if v >= lo and v <= hi then
+      return v
     end
   end
-  if v < lo then
-    return nil
-  end
-  return v
+  return nil
 end
 
-local function is(s, word)
-  return #s == #word and string.upper(s) == word
+-- The option word s is (in any case), or nil.
+local function option(s)
+  local w = OPTION[s]
+  if w == nil and #s <= 7 then
+    w = OPTION[upper(s)]
+  end
+  return w
 end
 
 -- A number, even a bad one, right after the window is meant as `now`.
@@ -157,315 +215,369 @@ local function window_in(s, ms)
   return w
 end
 
--- `[now]` right after the window: (now or nil, index of the first option) or error.
+-- `[now]` right after the window: (now or nil, index of the first option), or the error.
 local function split_now(a, i)
-  if a[i] ~= nil and looks_numeric(a[i]) then
-    local now = int_in(a[i], 0, MAX)
-    if not now then
-      return nil, nil, range_err('now', 0, MAX)
-    end
+  local s = a[i]
+  if s == nil then
+    return nil, i
+  end
+  local now = int_in(s, 0, MAX)
+  if now then
     return now, i + 1
+  elseif looks_numeric(s) then
+    return nil, nil, range_err('now', 0, MAX)
   end
   return nil, i
 end
 
--- `limit window [now] [LIMIT limit window]... [COST cost] [MS] [DETAILS]`.
-local function parse_check(a, arity)
-  if #a < 2 then
-    return nil, arity
+-- Limit k of the call (LIM[k], WIN[k]) from its texts; the error, if any.
+local function add_limit(k, l, w, ms)
+  if k > MAX_LIMITS then
+    return 'ERR at most 8 limits per call (the positional one and each LIMIT)'
+  end
+  local limit = int_in(l, 0, MAX)
+  if not limit then
+    return range_err('limit', 0, MAX)
+  end
+  local window, err = window_in(w, ms)
+  if not window then
+    return err
+  end
+  for j = 1, k - 1 do
+    if WIN[j] == window then
+      return 'ERR two limits have the same window (' .. int(window) .. ' '
+        .. (ms and 'milliseconds' or 'seconds') .. '): give each window once'
+    end
+  end
+  LIM[k], WIN[k] = limit, window
+end
+
+-- `limit window [now] [LIMIT limit window]... [COST cost] [MS] [DETAILS]` (parse_into):
+-- nil and (limits, ms, now or nil, cost, details), the limits in LIM and WIN; or the error.
+local function parse_all(a, n)
+  if n < 2 then
+    return ARITY
   end
   local now, i, e = split_now(a, 3)
   if e then
-    return nil, e
+    return e
   end
+  -- Every window's bound depends on MS, which may come last: find it first.
   local ms = false
-  for j = i, #a do
-    if is(a[j], 'MS') then
+  for j = i, n do
+    local o = a[j]
+    if #o == 2 and option(o) == 'MS' then
       ms = true
       break
     end
   end
-  local limits = {}
-  local function add(l, w)
-    if #limits == MAX_LIMITS then
-      return 'ERR at most 8 limits per call (the positional one and each LIMIT)'
-    end
-    local limit = int_in(l, 0, MAX)
-    if not limit then
-      return range_err('limit', 0, MAX)
-    end
-    local window, err = window_in(w, ms)
-    if not window then
-      return err
-    end
-    for _, x in ipairs(limits) do
-      if x.window == window then
-        return 'ERR two limits have the same window (' .. int(window) .. ' '
-          .. (ms and 'milliseconds' or 'seconds') .. '): give each window once'
-      end
-    end
-    limits[#limits + 1] = { limit = limit, window = window }
-  end
-  e = add(a[1], a[2])
+  e = add_limit(1, a[1], a[2], ms)
   if e then
-    return nil, e
+    return e
   end
-  local cost, seen_ms, details
-  local n = #a
+  local count, cost, seen_ms, details = 1, nil, false, false
   while i <= n do
-    local o = a[i]
-    if is(o, 'LIMIT') then
+    local o = option(a[i])
+    if o == 'LIMIT' then
       if i + 2 > n then
-        return nil, 'ERR LIMIT needs a limit and a window'
+        return 'ERR LIMIT needs a limit and a window'
       end
-      e = add(a[i + 1], a[i + 2])
+      count = count + 1
+      e = add_limit(count, a[i + 1], a[i + 2], ms)
       if e then
-        return nil, e
+        return e
       end
       i = i + 3
-    elseif is(o, 'COST') then
+    elseif o == 'COST' then
       if cost then
-        return nil, 'ERR COST given more than once'
+        return 'ERR COST given more than once'
       end
       if i + 1 > n then
-        return nil, 'ERR COST needs a value'
+        return 'ERR COST needs a value'
       end
       cost = int_in(a[i + 1], 1, MAX)
       if not cost then
-        return nil, range_err('cost', 1, MAX)
+        return range_err('cost', 1, MAX)
       end
       i = i + 2
-    elseif is(o, 'MS') then
+    elseif o == 'MS' then
       if seen_ms then
-        return nil, 'ERR MS given more than once'
+        return 'ERR MS given more than once'
       end
-      seen_ms = true
-      i = i + 1
-    elseif is(o, 'DETAILS') then
+      seen_ms, i = true, i + 1
+    elseif o == 'DETAILS' then
       if details then
-        return nil, 'ERR DETAILS given more than once'
+        return 'ERR DETAILS given more than once'
       end
-      details = true
-      i = i + 1
+      details, i = true, i + 1
     else
-      return nil, unknown(o, CHECK_OPTIONS)
+      return unknown(a[i], CHECK_OPTIONS)
     end
   end
-  return { limits = limits, ms = ms, now = now, cost = cost or 1, details = details or false }
+  for j = 1, n do
+    PARGS[j] = a[j]
+  end
+  p_argc, p_n, p_ms, p_now, p_cost, p_details = n, count, ms, now, cost or 1, details
+  return nil, count, ms, now, cost or 1, details
 end
 
--- `window [now] [MS]`.
-local function parse_counts(a, arity)
+-- parse_all's answer, from the last parse when the texts are the same (see PARGS).
+local function parse_check(a)
+  local n = #a
+  if n ~= p_argc or a[1] ~= PARGS[1] or a[2] ~= PARGS[2] then
+    return parse_all(a, n)
+  end
+  for i = 4, n do
+    if a[i] ~= PARGS[i] then
+      return parse_all(a, n)
+    end
+  end
+  local s = a[3]
+  if s ~= PARGS[3] then
+    local now = p_now and int_in(s, 0, MAX)
+    if not now then
+      return parse_all(a, n)
+    end
+    PARGS[3], p_now = s, now
+  end
+  return nil, p_n, p_ms, p_now, p_cost, p_details
+end
+
+-- `window [now] [MS]`: nil and (window, ms, now or nil), or the error.
+local function parse_counts(a)
   if #a < 1 then
-    return nil, arity
+    return ARITY
   end
   local now, i, e = split_now(a, 2)
   if e then
-    return nil, e
+    return e
   end
   local ms = false
   for j = i, #a do
-    if not is(a[j], 'MS') then
-      return nil, unknown(a[j], 'MS')
+    if option(a[j]) ~= 'MS' then
+      return unknown(a[j], 'MS')
     end
     if ms then
-      return nil, 'ERR MS given more than once'
+      return 'ERR MS given more than once'
     end
     ms = true
   end
   local window, err = window_in(a[1], ms)
   if not window then
-    return nil, err
+    return err
   end
-  return { window = window, ms = ms, now = now }
+  return nil, window, ms, now
 end
 
 ------------------------------------------------------------------- the bytes (encoding.rs)
 
-local function read_varint(s, pos, last)
-  local v, mul = 0, 1
-  for i = 0, 7 do
-    if pos + i > last then
-      return nil
-    end
-    local b = byte(s, pos + i)
-    v = v + (b % 128) * mul -- exact until v passes 2^53, which is refused below
-    mul = mul * 128
-    if b < 128 then
-      -- a zero last byte after the first is an overlong form
-      if (i > 0 and b == 0) or v > MAX then
-        return nil
-      end
-      return v, pos + i + 1
-    end
+-- Whether counter (ams, aw) sorts before (bms, bw): seconds first, then by window.
+local function before(ams, aw, bms, bw)
+  if ams ~= bms then
+    return bms
   end
-  return nil
+  return aw < bw
 end
 
-local function read_counter(s, pos, last)
-  if pos > last then
-    return nil
-  end
-  local flags = byte(s, pos)
-  if flags > 1 then
-    return nil
-  end
-  local ms = flags == 1
-  local vals, p = {}, pos + 1
-  for k = 1, 4 do
-    vals[k], p = read_varint(s, p, last)
-    if not vals[k] then
-      return nil
-    end
-  end
-  local window, index = vals[1], vals[2]
-  if window == 0 or window > (ms and MAX or MAX_WINDOW_S) or index > divmod(MAX, window) then
-    return nil
-  end
-  return { ms = ms, window = window, index = index, current = vals[3], previous = vals[4] }, p
-end
-
-local function before(a, b) -- sort order: seconds first, then by window
-  if a.ms ~= b.ms then
-    return b.ms
-  end
-  return a.window < b.window
-end
-
--- The counters a state holds, or nil when the bytes are not a state.
-local function decode(s)
+-- decode_into: the number of counters in s, in the S arrays; nil when s is no state
+-- (and for an error reply, a table of length 0). One C call reads every byte. Most keys
+-- are as a call in this window left them: a version 1 state with the head last written
+-- for the call's first window (ONE, below), whose counts are of one or two bytes; then
+-- only the counts are read, by one C call, with no table.
+local function decode(s, ms, w)
   local n = #s
-  if n < 6 or n > 2 + MAX_WINDOWS * 33 then
+  if n < 6 or n > MAX_LEN then
     return nil
   end
-  local v = byte(s, 1)
-  if v == 0xA1 then
-    local c, p = read_counter(s, 2, n)
-    if not c or p ~= n + 1 then
-      return nil
+  local one = ONE[ms and -w or w]
+  if one and n - #one <= 4 and strfind(s, one, 1, true) == 1 then
+    local x1, x2, x3, x4 = byte(s, #one + 1, n)
+    local c, x, y, q -- current; the bytes after it; the index past it
+    if x1 and x1 < 128 then
+      c, x, y, q = x1, x2, x3, #one + 2
+    elseif x2 and x2 < 128 and x2 > 0 then -- a last byte of 0 is overlong
+      c, x, y, q = x1 - 128 + x2 * 128, x3, x4, #one + 3
     end
-    return { c }
-  elseif v == 0xA2 then
-    local count = byte(s, 2)
+    local p
+    if x and x < 128 then
+      p, q = x, q + 1
+    elseif x and y and y < 128 and y > 0 then
+      p, q = x - 128 + y * 128, q + 2
+    end
+    if p and q == n + 1 then
+      SMS[1], SW[1], SI[1], SC[1], SP[1] = ms, w, HEAD_INDEX[ms and -w or w], c, p
+      return 1
+    end
+  end
+  local b = { byte(s, 1, n) }
+  local count, p = 1, 2
+  if b[1] == 0xA2 then
+    count, p = b[2], 3
     if count < 2 or count > MAX_WINDOWS then
       return nil
     end
-    local out, p = {}, 3
-    for i = 1, count do
-      local c
-      c, p = read_counter(s, p, n)
-      if not c or (i > 1 and not before(out[i - 1], c)) then
-        return nil
-      end
-      out[i] = c
-    end
-    if p ~= n + 1 then
+  elseif b[1] ~= 0xA1 then
+    return nil
+  end
+  for k = 1, count do -- read_counter
+    local flags = b[p]
+    if flags ~= 0 and flags ~= 1 then
       return nil
     end
-    return out
+    p = p + 1
+    for f = 1, 4 do -- read_varint: shortest form, at most 8 bytes, at most MAX
+      local x, y = b[p], b[p + 1]
+      if x and x < 128 then -- one byte, the most common
+        FIELDS[f][k], p = x, p + 1
+      elseif x and y and y < 128 and y > 0 then -- two (a last byte of 0 is overlong)
+        FIELDS[f][k], p = x - 128 + y * 128, p + 2
+      else
+        local v, mul, q = 0, 1, p
+        while x and x >= 128 and q - p < 7 do
+          v, mul, q = v + (x - 128) * mul, mul * 128, q + 1
+          x = b[q]
+        end
+        if not x or x >= 128 or (x == 0 and q > p) then
+          return nil
+        end
+        v = v + x * mul -- past 2^53 - 1 it rounds to >= 2^53: refused, exactly
+        if v > MAX then
+          return nil
+        end
+        FIELDS[f][k], p = v, q + 1
+      end
+    end
+    local ms, w = flags == 1, SW[k]
+    -- index * w past 2^53 - 1 rounds to >= 2^53: the test is exact
+    if w == 0 or w > (ms and MAX or MAX_WINDOW_S) or SI[k] * w > MAX
+      or (k > 1 and not before(SMS[k - 1], SW[k - 1], ms, w)) then
+      return nil
+    end
+    SMS[k] = ms
   end
-  return nil
+  if p ~= n + 1 then
+    return nil
+  end
+  return count
 end
 
-local function put_varint(v, out)
-  while v >= 128 do
-    local low = fmod(v, 128)
-    out[#out + 1] = char(low + 128)
-    v = (v - low) / 128
+-- put_varint's bytes.
+local function varint(v)
+  local s = VARINT[v]
+  if not s then
+    local a = v % 128 -- exact: v < 2^53, 128 a power of two
+    local x = (v - a) / 128
+    if x == 0 then
+      s = char(a)
+    elseif x < 128 then
+      s = char(a + 128, x)
+    else
+      local out, k = { a + 128 }, 1
+      while x >= 128 do
+        local low = x % 128
+        k = k + 1
+        out[k] = low + 128
+        x = (x - low) / 128
+      end
+      out[k + 1] = x
+      s = char(unpack(out, 1, k + 1))
+    end
+    if varint_count == 256 then
+      VARINT, varint_count = {}, 0
+    end
+    VARINT[v], varint_count = s, varint_count + 1
   end
-  out[#out + 1] = char(v)
+  return s
 end
 
-local function put_counter(c, out)
-  out[#out + 1] = char(c.ms and 1 or 0)
-  put_varint(c.window, out)
-  put_varint(c.index, out)
-  put_varint(c.current, out)
-  put_varint(c.previous, out)
+-- `before` and push_counter's bytes: flags and four varints. The part before the counts
+-- is the same for every key counted in one window and index, so it is kept per window.
+local function counter_bytes(before, ms, w, i, c, p)
+  local k = ms and -w or w
+  local h = HEAD[k]
+  if HEAD_INDEX[k] ~= i then
+    h = (ms and '\1' or '\0') .. varint(w) .. varint(i)
+    if head_count == 256 then
+      HEAD, HEAD_INDEX, ONE, head_count = {}, {}, {}, 0
+    end
+    HEAD[k], HEAD_INDEX[k], ONE[k], head_count = h, i, '\161' .. h, head_count + 1
+  end
+  return before .. h .. (VARINT[c] or varint(c)) .. (VARINT[p] or varint(p))
 end
 
-local function encode(counters)
-  local out = {}
-  if #counters == 1 then
-    out[1] = char(0xA1)
-  else
-    out[1] = char(0xA2)
-    out[2] = char(#counters)
+-- encode_into: version 1 for one counter, 2 for several; from the arrays given.
+local function encode(count, ms, w, i, c, p)
+  if count == 1 then
+    return counter_bytes('\161', ms[1], w[1], i[1], c[1], p[1])
   end
-  for _, c in ipairs(counters) do
-    put_counter(c, out)
+  local out = '\162' .. char(count)
+  for k = 1, count do
+    out = counter_bytes(out, ms[k], w[k], i[k], c[k], p[k])
   end
-  return table.concat(out)
+  return out
 end
 
 ------------------------------------------------------------------- the algorithm (window.rs)
 
-local function find(state, ms, window)
-  if state then
-    for _, c in ipairs(state) do
-      if c.window == window and c.ms == ms then
-        return c
+-- decide's judging: each limit k on its own counter, into the J arrays (in_force,
+-- counts_at, estimate); whether every limit allows `cost`. A clock behind a counter's
+-- window is judged at the start of that window.
+local function judge(count, n, ms, now, cost)
+  local allowed = true
+  for k = 1, n do
+    local w = WIN[k]
+    local slot = false
+    for s = 1, count do
+      if SW[s] == w and SMS[s] == ms then
+        slot = s
+        break
       end
     end
+    local idx, el
+    if now + w <= MAX then -- then now / w cannot round up to the next integer
+      el = now % w
+      idx = (now - el) / w
+    else
+      idx, el = divmod(now, w)
+    end
+    local p, c = 0, 0
+    if slot then
+      local si = SI[slot]
+      if idx < si then
+        idx, el = si, 0
+      end
+      if si == idx then
+        p, c = SP[slot], SC[slot]
+      elseif si + 1 == idx then
+        p = SC[slot]
+      end
+    end
+    -- The seed's estimate, the same double operations in the same order; its floor as
+    -- y - y % 1 (exact for y >= 0).
+    local est = c
+    if p ~= 0 then
+      local y = p * ((w - el) / w) + c
+      est = y - y % 1
+    end
+    JS[k], JI[k], JE[k], JP[k], JC[k], JX[k] = slot, idx, el, p, c, est
+    local limit = LIM[k]
+    if cost > limit or est > limit - cost then
+      allowed = false
+    end
   end
-  return nil
+  return allowed
 end
 
--- The seed's estimate: the same double operations in the same order as window.rs.
-local function estimate(w, previous, current, elapsed)
-  return floor(previous * ((w - elapsed) / w) + current)
+local function allows(k, cost)
+  return cost <= LIM[k] and JX[k] <= LIM[k] - cost
 end
 
--- The counts of counter c in force in window number idx.
-local function counts_at(c, idx)
-  if c and c.index == idx then
-    return c.previous, c.current
-  elseif c and c.index + 1 == idx then
-    return c.current, 0
-  end
-  return 0, 0
-end
-
--- One limit judged on its own counter (a clock behind is judged at the counter's window).
-local function judge(c, limit, window, now)
-  local idx, elapsed = divmod(now, window)
-  if c and idx < c.index then
-    idx, elapsed = c.index, 0
-  end
-  local previous, current = counts_at(c, idx)
-  return {
-    limit = limit, window = window, index = idx, elapsed = elapsed,
-    previous = previous, current = current,
-    est = estimate(window, previous, current, elapsed),
-  }
-end
-
-local function allows(j, cost)
-  return cost <= j.limit and j.est <= j.limit - cost
-end
-
--- The smallest elapsed in [lo, w) with estimate <= most, or nil. The estimate never
--- rises with elapsed, so the answer is unique and bisection finds it.
-local function first_elapsed_at_most(w, previous, current, lo, most)
-  if current > most then
-    return nil
-  end
-  if previous < most - current + 1 then
-    return lo
-  end
-  local function ok(e)
-    return estimate(w, previous, current, e) <= most
-  end
-  if not ok(w - 1) then
-    return nil
-  end
-  if ok(lo) then
-    return lo
-  end
-  local bad, good = lo, w - 1
+-- The first e in (bad, good] with estimate(e) < top, given it fails at bad and holds at
+-- good (the estimate never rises with elapsed).
+local function bisect(w, p, c, top, bad, good)
   while good - bad > 1 do
-    local mid = bad + floor((good - bad) / 2)
-    if ok(mid) then
+    local mid = bad + (good - bad - (good - bad) % 2) / 2
+    if p * ((w - mid) / w) + c < top then
       good = mid
     else
       bad = mid
@@ -474,673 +586,443 @@ local function first_elapsed_at_most(w, previous, current, lo, most)
   return good
 end
 
--- Whole units from `now` until j's estimate is at most `most` with counts (previous,
--- current) in force at j's time: a big, exact however far off.
-local function units_until(j, previous, current, most, now)
-  local w = j.window
-  local m, e = 0, first_elapsed_at_most(w, previous, current, j.elapsed, most)
-  if not e then
-    m, e = 1, first_elapsed_at_most(w, current, 0, 0, most)
-    if not e then
-      m, e = 2, 0
+-- The smallest elapsed in [lo, w) with estimate <= most, or nil. floor(y) <= most is
+-- y < most + 1 (exact: most + 1 <= 2^53). In exact arithmetic the answer is
+-- e > (p - headroom) * w / p; doubles may round that a step either way, so the guess is
+-- checked at itself and one step before, and bisection settles it if it is off.
+local function first_elapsed_at_most(w, p, c, lo, most)
+  if c > most then
+    return nil -- the weighted part only shrinks; `current` stays all window long
+  end
+  local headroom = most + 1 - c
+  if p < headroom then
+    return lo -- the estimate is at most p + c <= most all window long
+  end
+  local top = most + 1
+  local x = (p - headroom) * w / p
+  local guess = x - x % 1 + 1
+  if guess < lo then
+    guess = lo
+  elseif guess > w - 1 then
+    guess = w - 1
+  end
+  if p * ((w - guess) / w) + c < top then
+    if guess == lo or not (p * ((w - guess + 1) / w) + c < top) then
+      return guess
     end
+    if p * ((w - lo) / w) + c < top then
+      return lo
+    end
+    return bisect(w, p, c, top, lo, guess - 1)
   end
-  if m == 0 and e == j.elapsed then
-    return { 0, 0 }
+  if guess == w - 1 or not (p * (1 / w) + c < top) then
+    return nil
   end
-  -- (index + m) * w + e - now, differences first: index * w <= 2^53 - 1 is exact.
-  local v = big(j.index * w - now)
+  return bisect(w, p, c, top, guess, w - 1)
+end
+
+-- (idx + m) * w + e - now exactly, capped at 2^53 - 1: units_until past 2^53.
+local function far_units(idx, w, m, e, now)
+  local v = badd(big(idx * w - now), big(e))
   for _ = 1, m do
     v = badd(v, big(w))
   end
-  return badd(v, big(e))
+  return bcap(v)
 end
 
-local NEVER = { 1 / 0, 0 } -- sorts after every wait
-
-local function decide(state, req)
-  local js, allowed = {}, true
-  for i, l in ipairs(req.limits) do
-    local j = judge(find(state, req.ms, l.window), l.limit, l.window, req.now)
-    js[i] = j
-    if not allows(j, req.cost) then
-      allowed = false
+-- Whole units from `now` until limit k's estimate is at most `most` given counts (p, c)
+-- in force at its judged time (first_time_at_most), capped at 2^53 - 1.
+local function units_until(k, p, c, most, now)
+  local w, idx, el = WIN[k], JI[k], JE[k]
+  local m, e = 0, c <= most and first_elapsed_at_most(w, p, c, el, most)
+  if not e then
+    m, e = 1, first_elapsed_at_most(w, c, 0, 0, most) -- next window: current is previous
+    if not e then
+      m, e = 2, 0 -- two windows on, both counts have aged out
     end
   end
-  local d = { js = js, allowed = allowed, req = req }
-  local cost = req.cost
-
-  function d.count_of(j)
-    return allowed and j.est + cost or j.est
+  if m == 0 and e == el then
+    return 0
   end
-
-  function d.retry_of(j) -- nil: allowed by this limit, or never (cost > limit)
-    if allows(j, cost) or cost > j.limit then
-      return nil
-    end
-    return units_until(j, j.previous, j.current, j.limit - cost, req.now)
+  if (idx + 3) * w <= MAX then -- every term and sum below is exact
+    return idx * w - now + m * w + e
   end
-
-  function d.reset_of(j)
-    local current = allowed and j.current + cost or j.current
-    return units_until(j, j.previous, current, 0, req.now)
-  end
-
-  -- Denied: the denying limit with the longest wait ("never" longest); allowed: the
-  -- least remaining. Ties go to the first in call order.
-  function d.governing()
-    if #js == 1 then
-      return 1
-    end
-    local best, key
-    for i, j in ipairs(js) do
-      local k
-      if allowed then
-        k = { -(j.limit - (j.est + cost)), 0 }
-      elseif not allows(j, cost) then
-        -- Compared as the reply shows them (capped), as the module compares.
-        local r = d.retry_of(j)
-        k = r and big(bcap(r)) or NEVER
-      end
-      if k and (best == nil or bless(key, k)) then
-        best, key = i, k
-      end
-    end
-    return best or 1
-  end
-
-  function d.outcome(j)
-    local count = d.count_of(j)
-    local r = d.retry_of(j)
-    return {
-      j.window, j.limit, count, j.limit > count and j.limit - count or 0,
-      r and bcap(r) or -1, bcap(d.reset_of(j)),
-    }
-  end
-
-  return d
+  return far_units(idx, w, m, e, now)
 end
 
-local function reply(d, details)
-  local g = d.js[d.governing()]
-  local allowed = d.allowed and 1 or 0
+-- retry_after_of: nil when limit k alone allows the call, or never can (cost > limit).
+local function retry_of(k, cost, now)
+  local limit = LIM[k]
+  if cost > limit or JX[k] <= limit - cost then
+    return nil
+  end
+  return units_until(k, JP[k], JC[k], limit - cost, now) -- denied: nothing was written
+end
+
+-- What limit k reports: window, limit, count, remaining, retry (-1: none; every limit
+-- allows an allowed call), reset.
+local function outcome(k, allowed, cost, now)
+  local limit, count = LIM[k], allowed and JX[k] + cost or JX[k]
+  return WIN[k], limit, count, limit > count and limit - count or 0,
+    not allowed and retry_of(k, cost, now) or -1,
+    units_until(k, JP[k], allowed and JC[k] + cost or JC[k], 0, now)
+end
+
+-- Denied: the denying limit with the longest wait ("never" longest); allowed: the one
+-- with the least remaining. Ties go to the first in call order; waits are compared as
+-- the reply shows them (capped), as the module compares.
+local function governing(n, allowed, cost, now)
+  local best, key = 1, nil
+  for k = 1, n do
+    local x
+    if allowed then
+      x = JX[k] + cost - LIM[k]
+    elseif not allows(k, cost) then
+      x = retry_of(k, cost, now) or NEVER
+    end
+    if x and (key == nil or x > key) then
+      best, key = k, x
+    end
+  end
+  return best
+end
+
+-- Several limits: the longest wait of those that deny (-1 if one never allows).
+local function retry_after(n, cost, now)
+  local longest = -1
+  for k = 1, n do
+    if not allows(k, cost) then
+      local r = retry_of(k, cost, now)
+      if not r then
+        return -1
+      end
+      if r > longest then
+        longest = r
+      end
+    end
+  end
+  return longest
+end
+
+-- The reply: {allowed, count}; with DETAILS {allowed, count, limit, remaining, retry,
+-- reset} and, for several limits, each limit's outcome as a seventh element.
+local function reply(n, allowed, cost, now, details)
+  local g = n == 1 and 1 or governing(n, allowed, cost, now)
+  local a = allowed and 1 or 0
   if not details then
-    return { allowed, d.count_of(g) }
-  end
-  local o = d.outcome(g)
-  if #d.js == 1 then
-    return { allowed, o[3], o[2], o[4], o[5], o[6] }
-  end
-  local retry = -1
-  if not d.allowed then
-    local longest = nil
-    for _, j in ipairs(d.js) do
-      if not allows(j, d.req.cost) then
-        local r = d.retry_of(j)
-        if not r then
-          longest = false
-          break
-        end
-        if longest == nil or bless(longest, r) then
-          longest = r
-        end
+    local count, cache = JX[g], REPLY0
+    if allowed then
+      count, cache = count + cost, REPLY1
+    end
+    local r = cache[count]
+    if not r then
+      r = { a, count }
+      if count < 256 then
+        cache[count] = r
       end
     end
-    retry = longest and bcap(longest) or -1
+    return r
   end
-  local reset = { 0, 0 }
-  local each = {}
-  for i, j in ipairs(d.js) do
-    local r = d.reset_of(j)
-    if bless(reset, r) then
-      reset = r
+  if n == 1 then
+    local _, limit, count, remaining, retry, reset = outcome(1, allowed, cost, now)
+    return { a, count, limit, remaining, retry, reset }
+  end
+  local each, reset = {}, 0
+  for k = 1, n do
+    local o = { outcome(k, allowed, cost, now) }
+    if o[6] > reset then
+      reset = o[6]
     end
-    each[i] = d.outcome(j)
+    each[k] = o
   end
-  return { allowed, o[3], o[2], o[4], retry, bcap(reset), each }
+  local o = each[g]
+  return { a, o[3], o[2], o[4], allowed and -1 or retry_after(n, cost, now), reset, each }
 end
 
--- When a counter's counts can no longer matter at now_ms (both as bigs in ms): two
--- windows after the start of its newest.
-local function newest_ms(c)
-  return bmul(badd(big(c.index * c.window), big(c.window)), c.ms and 1 or 1000)
+-- When stored counter s can no longer matter at now_ms (both in ms, as bigs): two
+-- windows after the start of its newest. Only for windows the call does not name.
+local function newest_ms(s)
+  return bmul(badd(big(SI[s] * SW[s]), big(SW[s])), SMS[s] and 1 or 1000)
 end
 
-local function aged_out(c, now_ms)
-  return not bless(now_ms, badd(newest_ms(c), bmul(big(c.window), c.ms and 1 or 1000)))
+local function aged_out(s, now_ms)
+  return not bless(now_ms, badd(newest_ms(s), bmul(big(SW[s]), SMS[s] and 1 or 1000)))
 end
 
--- Insertion sort: stable, as the module's sort of at most eight counters is.
-local function sort(list, less)
-  for i = 2, #list do
-    local x, k = list[i], i - 1
-    while k >= 1 and less(x, list[k]) do
-      list[k + 1] = list[k]
-      k = k - 1
+-- next_state_into: the state after an allowed CHECK, in the O arrays: the named windows
+-- counted, then the others still of use, newest first, to eight, sorted by (unit,
+-- window). Its size, and whether it keeps windows the call did not name.
+local function next_state(count, n, ms, now, cost)
+  for k = 1, n do
+    OMS[k], OW[k], OI[k], OC[k], OP[k] = ms, WIN[k], JI[k], JC[k] + cost, JP[k]
+  end
+  local m, others = n, nil
+  for s = 1, count do
+    local named = false
+    for k = 1, n do
+      named = named or JS[k] == s
     end
-    list[k + 1] = x
-  end
-end
-
--- The key's state after an allowed CHECK, and whether it keeps windows the call did not
--- name: the named windows counted, then the others still of use, newest first, to eight.
-local function next_state(state, d)
-  local req = d.req
-  local out = {}
-  for i, j in ipairs(d.js) do
-    out[i] = { ms = req.ms, window = j.window, index = j.index,
-               current = j.current + req.cost, previous = j.previous }
-  end
-  local named = #out
-  local now_ms = bmul(big(req.now), req.ms and 1 or 1000)
-  local others = {}
-  for _, c in ipairs(state or {}) do
-    local is_named = false
-    if c.ms == req.ms then
-      for _, l in ipairs(req.limits) do
-        if l.window == c.window then
-          is_named = true
-        end
+    if not named then
+      others = others or { now_ms = bmul(big(now), ms and 1 or 1000), newest = {} }
+      if not aged_out(s, others.now_ms) then
+        others[#others + 1], others.newest[s] = s, newest_ms(s)
       end
     end
-    if not is_named and not aged_out(c, now_ms) then
-      others[#others + 1] = { c = c, newest = newest_ms(c) }
+  end
+  if others then
+    for i = 2, #others do -- insertion sort, newest first: stable, as the module's
+      local x, j = others[i], i - 1
+      while j >= 1 and bless(others.newest[others[j]], others.newest[x]) do
+        others[j + 1], j = others[j], j - 1
+      end
+      others[j + 1] = x
+    end
+    for i = 1, math.min(#others, MAX_WINDOWS - n) do
+      local s = others[i]
+      m = m + 1
+      OMS[m], OW[m], OI[m], OC[m], OP[m] = SMS[s], SW[s], SI[s], SC[s], SP[s]
     end
   end
-  sort(others, function(a, b) return bless(b.newest, a.newest) end)
-  for i = 1, math.min(#others, MAX_WINDOWS - named) do
-    out[#out + 1] = others[i].c
+  for i = 2, m do -- by (unit, window)
+    local xms, xw, xi, xc, xp, j = OMS[i], OW[i], OI[i], OC[i], OP[i], i - 1
+    while j >= 1 and ((not xms and OMS[j]) or (xms == OMS[j] and xw < OW[j])) do -- before
+      OMS[j + 1], OW[j + 1], OI[j + 1], OC[j + 1], OP[j + 1] = OMS[j], OW[j], OI[j], OC[j], OP[j]
+      j = j - 1
+    end
+    OMS[j + 1], OW[j + 1], OI[j + 1], OC[j + 1], OP[j + 1] = xms, xw, xi, xc, xp
   end
-  sort(out, before)
-  return out, #out > named
+  return m, m > n
+end
+
+-- refund: gives `cost` back in each named window the key holds, newest count first, as
+-- judged (the J arrays), into the S arrays. Whether anything was given back.
+local function give_back(n, cost)
+  local changed = false
+  for k = 1, n do
+    local s = JS[k]
+    if s then
+      local c, p = JC[k], JP[k]
+      local from_c = c < cost and c or cost
+      local from_p = p < cost - from_c and p or cost - from_c
+      if from_c + from_p > 0 then
+        SI[s], SC[s], SP[s], changed = JI[k], c - from_c, p - from_p, true
+      end
+    end
+  end
+  return changed
 end
 
 ------------------------------------------------------------------------- the commands
 
+-- The server's time: (now in seconds or, with ms, in ms; the time in ms).
+local function server_time(ms)
+  local t = rcall('TIME')
+  local sec = t[1]
+  if sec ~= last_sec then
+    last_sec, last_sec_n = sec, sec + 0
+  end
+  local us = t[2] + 0 -- coerced by arithmetic (cheaper than tonumber)
+  local clock = last_sec_n * 1000 + (us - us % 1000) / 1000
+  return ms and clock or last_sec_n, clock
+end
+
 local function server_ms()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + floor(tonumber(t[2]) / 1000)
+  local _, clock = server_time(true)
+  return clock
 end
 
--- The key's counters (nil when missing), or false for a value that is no state. v: GET's
--- reply when already read. A GET refused by ACL is false and its error, not WRONGTYPE.
-local function read(key, v)
-  if v == nil then
-    v = redis.pcall('GET', key)
+-- The reply for GET's reply v when it is no state: the error itself when GET was
+-- refused (ACL), else WRONGTYPE.
+local function no_state(v)
+  if typeof(v) == 'table' and v.err and not strfind(v.err, '^WRONGTYPE') then
+    return v
   end
-  if type(v) == 'table' then
-    local e = v.err
-    return false, e and not strfind(e, '^WRONGTYPE') and v or nil
-  end
-  if not v then
-    return nil
-  end
-  return decode(v) or false
+  return error_reply(WRONGTYPE)
 end
 
--- The key's absolute expiry in ms, or nil without one; and whether it may be off by a
--- few ms: an integer reply past 2^53 reaches Lua as the nearest double. PEXPIRETIME is
--- 7.0+; Redis 6.2 has only the relative PTTL.
+-- The key's absolute expiry in ms: a number, or a big past 2^53 - 1 (read exactly from
+-- PTTL), or nil without one; and whether it may be off by a few ms (an integer reply
+-- past 2^53 reaches Lua as the nearest double). PEXPIRETIME is 7.0+; 6.2 has only PTTL.
 local function expiry(key, now_ms)
-  local t = redis.pcall('PEXPIRETIME', key)
-  if type(t) ~= 'number' then
-    local ttl = redis.call('PTTL', key)
+  local t = rpcall('PEXPIRETIME', key)
+  if typeof(t) ~= 'number' then
+    local ttl = rcall('PTTL', key)
     if ttl < 0 then
       return nil
+    elseif now_ms + ttl <= MAX then
+      return now_ms + ttl, false
     end
     return badd(big(now_ms), big(ttl)), ttl > MAX
   end
   if t < 0 then
     return nil
   end
-  if t > MAX then
-    return big(t), true
-  end
-  return big(t), false
+  return t, t > MAX
 end
 
-local function failed(r)
-  if type(r) == 'table' and r.err then
-    return r
+-- An expiry's decimal (a number <= 2^53 - 1). The last one is kept: calls in one ms
+-- with one window share it; and the decimal of its seconds, which last a second.
+local function ms_text(at)
+  if at ~= last_at then
+    local ms = at % 1000
+    local sec = at - ms
+    if sec ~= last_at_sec then
+      last_at_sec, last_at_sec_text = sec, int(sec / 1000)
+    end
+    local o = ms % 10
+    local d = (ms - o) / 10 % 10
+    last_at, last_at_text = at, sec == 0 and int(ms)
+      or last_at_sec_text .. DIGIT[(ms - ms % 100) / 100] .. DIGIT[d] .. DIGIT[o]
   end
+  return last_at_text
+end
+
+local function text_of(at) -- an expiry that may be a big
+  return typeof(at) == 'table' and bdecimal(at) or ms_text(at)
 end
 
 -- `SET key state PXAT ms` (or plain SET, for a key without expiry): what replicas and
 -- the AOF receive. The error (OOM under EVAL, which has no flags to be refused by up
 -- front) is returned as the reply.
-local function write(key, counters, pxat)
-  if pxat then
-    return failed(redis.pcall('SET', key, encode(counters), 'PXAT', bdecimal(pxat)))
+local function write(key, state, text)
+  local e
+  if text then
+    e = rpcall('SET', key, state, 'PXAT', text)
+  else
+    e = rpcall('SET', key, state)
   end
-  return failed(redis.pcall('SET', key, encode(counters)))
+  if e.err then
+    return e
+  end
 end
 
 -- The key's own expiry kept exactly, where Lua cannot read it exactly (past 2^53 ms);
 -- with `at`, the later of the two (PEXPIREAT GT, 7.0+).
-local function write_keeping(key, counters, at)
-  local e = failed(redis.pcall('SET', key, encode(counters), 'KEEPTTL'))
-  if e or not at then
-    return e
+local function write_keeping(key, state, at)
+  local e = rpcall('SET', key, state, 'KEEPTTL')
+  if e.err or not at then
+    return e.err and e or nil
   end
-  redis.pcall('PEXPIREAT', key, bdecimal(at), 'GT')
+  rpcall('PEXPIREAT', key, text_of(at), 'GT')
 end
 
------------------------------------------------------------------- the common call, fast
 
--- `limit window [now]` in seconds, on a key missing or holding just that window: the
--- general path's answer without its tables, closures and bisection (most calls are this
--- one). Few C calls: each string.byte/char/find costs about as much as the arithmetic.
-
--- ASCII digits, at most hi: the number, else nil (the general parser gives the error).
--- `s + 0` is exact here: digits only, and a value past 2^53 - 1 reads as >= 2^53.
--- Limits and windows repeat from call to call: a table lookup of a string seen before
--- costs a fifth of the pattern match, so the numbers are kept (a bounded few).
-local seen, seen_count = {}, 0
-
-local function digits(s, hi)
-  local v = seen[s]
-  if not v then
-    if not strfind(s, '^%d+$') then
-      return nil
-    end
-    v = s + 0
-    if seen_count == 256 then
-      seen, seen_count = {}, 0
-    end
-    seen[s], seen_count = v, seen_count + 1
-  end
-  if v <= hi then
-    return v
-  end
-end
-
--- A varint at b[k], as read_varint reads it: the value and the next index, or nil.
-local function get(b, k, last)
-  local v, mul = 0, 1
-  for i = k, k + 7 do
-    if i > last then
-      return nil
-    end
-    local x = b[i]
-    v = v + (x % 128) * mul
-    mul = mul * 128
-    if x < 128 then
-      if (i > k and x == 0) or v > MAX then
-        return nil
-      end
-      return v, i + 1
+-- An allowed CHECK's write: the next state, expiring two of its longest windows after
+-- the server's time; one that keeps windows the call did not name keeps a later expiry.
+local function write_counted(key, count, n, ms, now, cost, clock)
+  local longest = WIN[1]
+  for k = 2, n do
+    if WIN[k] > longest then
+      longest = WIN[k]
     end
   end
-end
-
--- A one-counter state in seconds (0xA1, flags 0) as decode reads it: window, index,
--- current, previous; nil for any other value (left to the general path).
-local function decode_one(s)
-  local n = #s
-  if n < 6 or n > 35 then -- 35: the longest one-counter state
-    return nil
+  local lw = longest * (ms and 1 or 1000)
+  local at, text = clock + 2 * lw, last_at_text
+  if at > MAX then
+    at = badd(badd(big(clock), big(lw)), big(lw))
+    text = bdecimal(at)
+  elseif at ~= last_at then
+    text = ms_text(at)
   end
-  local b = { byte(s, 1, n) } -- one C call for all the bytes
-  if b[1] ~= 0xA1 or b[2] ~= 0 then
-    return nil
-  end
-  -- One-byte varints (the common window, counts) read inline; longer ones by get.
-  local w, k = b[3], 4
-  if w >= 128 then
-    w, k = get(b, 3, n)
-    if not w then
-      return nil
-    end
-  end
-  local index, current, previous
-  index, k = get(b, k, n)
-  if not index then
-    return nil
-  end
-  current = b[k]
-  if current and current < 128 then
-    k = k + 1
-  else
-    current, k = get(b, k, n)
-    if not current then
-      return nil
-    end
-  end
-  previous = b[k]
-  if previous and previous < 128 then
-    k = k + 1
-  else
-    previous, k = get(b, k, n)
-  end
-  -- index * w > MAX is exact: a product past 2^53 - 1 rounds to >= 2^53.
-  if not previous or k ~= n + 1 or w == 0 or w > MAX_WINDOW_S or index * w > MAX then
-    return nil
-  end
-  return w, index, current, previous
-end
-
--- put_varint's bytes as a string. Windows and indexes repeat from call to call (every
--- key in a window shares its index): kept, a bounded few, as the numbers above are.
-local varints, varint_count = {}, 0
-
-local function varint(v)
-  local s = varints[v]
-  if not s then
-    local out, k, x = {}, 0, v
-    while x >= 128 do
-      local low = x % 128 -- exact: x < 2^53, 128 a power of two
-      k = k + 1
-      out[k] = low + 128
-      x = (x - low) / 128
-    end
-    out[k + 1] = x
-    s = char(unpack(out, 1, k + 1))
-    if varint_count == 256 then
-      varints, varint_count = {}, 0
-    end
-    varints[v], varint_count = s, varint_count + 1
-  end
-  return s
-end
-
--- What the last call parsed, and met again in the next (strings compare by address).
-local last_a1, last_a2, last_limit, last_window -- limit and window: texts, numbers
-local last_sec, last_now -- TIME's seconds: text, number
-local last_at, last_text -- the last expiry written: number, decimal text
-local last_sw, last_sw_text -- the seconds of the last expiry: number, decimal text
-local DIGIT = { [0] = '0', '1', '2', '3', '4', '5', '6', '7', '8', '9' }
-
--- A state's bytes before its counts: the same for every key counted in the same window
--- and index, so the last one is kept.
-local head_window, head_index, head_text
-local prev_text -- the same for the window before (nil for index 0): a key not yet counted
-                -- in this window, as the last window left it
-
-local function head(window, index)
-  if window ~= head_window or index ~= head_index then
-    head_window, head_index = window, index
-    head_text = '\161\0' .. varint(window) .. varint(index)
-    prev_text = index >= 1 and '\161\0' .. varint(window) .. varint(index - 1) or nil
-  end
-  return head_text
-end
-
--- The replies {1, count} and {0, estimate}, kept for the small counts: Redis only reads
--- a returned table.
-local allowed_replies, denied_replies = {}, {}
-
-local function clock_of(t, now) -- TIME's reply, its seconds as a number: the server ms
-  if t then
-    local us = t[2] + 0 -- coerced by arithmetic (cheaper than tonumber)
-    return now * 1000 + (us - us % 1000) / 1000
-  end
-end
-
--- CHECK and PEEK: the common call answered here (the least work before it: it is most
--- calls); any other goes to the general path, with the server ms (if read) and GET's
--- reply (if read) to go on from.
-local function fast_first(general, writes)
-  return function(keys, args)
-    if not floor then
-      bind()
-    end
-    if #keys ~= 1 then
-      return general(keys, args)
-    end
-    local key = keys[1]
-    local n = #args
-    if n ~= 2 and n ~= 3 then
-      return general(keys, args)
-    end
-    local a1, a2 = args[1], args[2]
-    local limit, window
-    if a1 == last_a1 and a2 == last_a2 then -- the last call's limit and window again
-      limit, window = last_limit, last_window
+  if n == 1 and (count == 0 or (count == 1 and JS[1] == 1)) then -- next_single
+    local k, c, p = ms and -longest or longest, JC[1] + cost, JP[1]
+    local state -- ONE[k] when it is this index's: counter_bytes' answer, without its call
+    if HEAD_INDEX[k] == JI[1] then
+      state = ONE[k] .. (VARINT[c] or varint(c)) .. (VARINT[p] or varint(p))
     else
-      limit, window = digits(a1, MAX), digits(a2, MAX_WINDOW_S)
-      if not limit or not window or window == 0 then
-        return general(keys, args)
-      end
-      last_a1, last_a2, last_limit, last_window = a1, a2, limit, window
+      state = counter_bytes('\161', ms, longest, JI[1], c, p)
     end
-    local now, t
-    if n == 3 then
-      now = digits(args[3], MAX)
-      if not now then
-        return general(keys, args) -- an option, or a bad now
-      end
-    else
-      -- TIME's seconds text stays the same for a second, and so its number; the
-      -- microseconds are read only when needed (a write, or the general path).
-      t = rcall('TIME')
-      local sec = t[1]
-      if sec ~= last_sec then
-        last_sec, last_now = sec, sec + 0
-      end
-      now = last_now
-    end
-    local v = rpcall('GET', key)
-    local index, elapsed
-    if now + window <= MAX then -- then now / window cannot round up to the next integer
-      elapsed = now % window
-      index = (now - elapsed) / window
-    else
-      index, elapsed = divmod(now, window)
-    end
-    if window ~= head_window or index ~= head_index then
-      head(window, index)
-    end
-    local hd = head_text
-    local previous, current = 0, 0
-    if v then
-      -- Mostly the key is as a call in this window left it: compare its bytes up to the
-      -- counts with those, read the two one-byte counts; otherwise decode it. An error
-      -- (WRONGTYPE) is a table, of length 0: decode_one refuses it, the general path
-      -- answers it.
-      local h = #hd
-      local c, p
-      if #v == h + 2 and strfind(v, hd, 1, true) == 1 then
-        c, p = byte(v, h + 1, h + 2)
-      end
-      if c and c < 128 and p < 128 then
-        previous, current = p, c
-      else
-        c = nil
-        local pt = prev_text
-        if pt and #v == #pt + 2 and strfind(v, pt, 1, true) == 1 then
-          c, p = byte(v, #pt + 1, #pt + 2)
-        end
-        if c and c < 128 and p < 128 then -- counted last window: its count is previous
-          previous = c
-        else
-          local w, i
-          w, i, c, p = decode_one(v)
-          if w ~= window then
-            return general(keys, args, clock_of(t, now), v)
-          end
-          if index < i then -- a clock behind: judged at the counter's window
-            index, elapsed = i, 0
-            hd = head(window, index)
-          end
-          if i == index then
-            previous, current = p, c
-          elseif i + 1 == index then
-            previous = c
-          end
-        end
-      end
-    end
-    local est = current -- estimate(), its floor as y - y % 1 (exact for y >= 0)
-    if previous ~= 0 then
-      local y = previous * ((window - elapsed) / window) + current
-      est = y - y % 1
-    end
-    if limit < 1 or est > limit - 1 then
-      local r = denied_replies[est]
-      if not r then
-        r = { 0, est }
-        if est < 256 then
-          denied_replies[est] = r
-        end
-      end
-      return r
-    end
-    if writes then
-      local clock
-      if t then
-        local us = t[2] + 0 -- coerced by arithmetic (cheaper than tonumber)
-        clock = now * 1000 + (us - us % 1000) / 1000
-      else
-        clock = server_ms()
-      end
-      current = current + 1
-      local state = hd .. (varints[current] or varint(current))
-        .. (varints[previous] or varint(previous))
-      local at = clock + 2000 * window -- exact whenever it is at most 2^53 - 1
-      if at == last_at then -- calls in the same ms with the same window: the same text
-        at = last_text
-      elseif at <= MAX then
-        -- Its decimal: the seconds' (kept: the same for a second) and three digits of ms.
-        local ms = clock % 1000
-        local sw = (clock - ms) / 1000 + 2 * window
-        if sw ~= last_sw then
-          last_sw, last_sw_text = sw, format('%d', sw)
-        end
-        local o = ms % 10
-        local t2 = (ms - o) / 10
-        local d = t2 % 10
-        local c = (t2 - d) / 10
-        last_at, last_text = at, last_sw_text .. DIGIT[c] .. DIGIT[d] .. DIGIT[o]
-        at = last_text
-      else
-        local lw = big(window * 1000)
-        at = bdecimal(badd(badd(big(clock), lw), lw))
-      end
-      local e = rpcall('SET', key, state, 'PXAT', at)
-      if e.err then -- OOM under EVAL
-        return e
-      end
-    end
-    est = est + 1
-    local r = allowed_replies[est]
-    if not r then
-      r = { 1, est }
-      if est < 256 then
-        allowed_replies[est] = r
-      end
-    end
-    return r
+    local e = rpcall('SET', key, state, 'PXAT', text)
+    return e.err and e or nil
   end
+  local m, kept = next_state(count, n, ms, now, cost)
+  local state = encode(m, OMS, OW, OI, OC, OP)
+  if not kept then
+    return write(key, state, text)
+  end
+  local old, inexact = expiry(key, clock)
+  if old and inexact then
+    return write_keeping(key, state, at)
+  elseif old and bless(as_big(at), as_big(old)) then
+    at = old
+  end
+  return write(key, state, text_of(at))
 end
 
 local function arity(name)
   return "ERR wrong number of arguments for '" .. name .. "' function"
 end
 
--- The general path; clock and got: the server ms and GET's reply, when fast_first read them.
+-- The error reply of a call with the wrong keys (checked first) or arguments.
+local function refuse(name, keys, err)
+  if #keys ~= 1 or err == ARITY then
+    return error_reply(arity(name))
+  end
+  return error_reply(err)
+end
+
+-- CHECK, PEEK and REFUND: parse, read the key, judge, write what the mode writes, reply.
 local function limiter(name, mode)
-  return function(keys, args, clock, got)
-    bind()
-    if #keys ~= 1 then
-      return redis.error_reply(arity(name))
+  return function(keys, a)
+    if not rcall then
+      bind()
+    end
+    local err, n, ms, now, cost, details = parse_check(a)
+    if err or #keys ~= 1 then
+      return refuse(name, keys, err)
+    end
+    local clock -- the server's time in ms, once read
+    if not now then
+      now, clock = server_time(ms)
     end
     local key = keys[1]
-    local req, err = parse_check(args, arity(name))
-    if not req then
-      return redis.error_reply(err)
+    local v, count = rpcall('GET', key), 0
+    if v then
+      count = decode(v, ms, WIN[1])
+      if not count then
+        return no_state(v)
+      end
     end
-    local function ms()
-      clock = clock or server_ms()
-      return clock
-    end
-    if not req.now then
-      req.now = floor(ms() / (req.ms and 1 or 1000))
-    end
-    local state, refused = read(key, got)
-    if state == false then
-      return refused or redis.error_reply(WRONGTYPE)
-    end
-    local d = decide(state, req)
-    if mode == 'check' and d.allowed then
-      local longest = 0
-      for _, l in ipairs(req.limits) do
-        longest = math.max(longest, l.window)
-      end
-      local lw = big(longest * (req.ms and 1 or 1000))
-      local at = badd(badd(big(ms()), lw), lw)
-      local counters, kept_others = next_state(state, d)
-      local old, inexact
-      if kept_others then
-        -- Longer windows the call did not name keep their later expiry.
-        old, inexact = expiry(key, ms())
-        if old and not inexact and bless(at, old) then
-          at = old
-        end
-      end
-      local e
-      if old and inexact then
-        e = write_keeping(key, counters, at)
-      else
-        e = write(key, counters, at)
-      end
-      if e then
-        return e
-      end
-    elseif mode == 'refund' and state then
-      local changed = false
-      for _, l in ipairs(req.limits) do
-        for i, c in ipairs(state) do
-          if c.ms == req.ms and c.window == l.window then
-            local idx = divmod(req.now, c.window)
-            if idx < c.index then
-              idx = c.index
-            end
-            local previous, current = counts_at(c, idx)
-            local from_cur = math.min(req.cost, current)
-            local from_prev = math.min(req.cost - from_cur, previous)
-            if from_cur + from_prev > 0 then
-              state[i] = { ms = c.ms, window = c.window, index = idx,
-                           current = current - from_cur, previous = previous - from_prev }
-              changed = true
-            end
-          end
-        end
-      end
-      if changed then
-        local old, inexact = expiry(key, ms())
-        local e
-        if inexact then
-          e = write_keeping(key, state)
-        else
-          e = write(key, state, old)
-        end
+    local allowed = judge(count, n, ms, now, cost)
+    if mode == 'check' then
+      if allowed then
+        local e = write_counted(key, count, n, ms, now, cost, clock or server_ms())
         if e then
           return e
         end
-        d = decide(state, req)
       end
+    elseif mode == 'refund' and give_back(n, cost) then
+      -- The key's own expiry kept, as the module keeps it (Expiry::Keep): exact, even
+      -- past 2^53 ms, with no read of it.
+      local e = write_keeping(key, encode(count, SMS, SW, SI, SC, SP))
+      if e then
+        return e
+      end
+      allowed = judge(count, n, ms, now, cost)
     end
-    return reply(d, req.details)
+    return reply(n, allowed, cost, now, details)
   end
 end
 
-local function counts(keys, args)
-  bind()
-  local name = 'slidingwindow_counts'
-  if #keys ~= 1 then
-    return redis.error_reply(arity(name))
+local function counts(keys, a)
+  if not rcall then
+    bind()
   end
-  local q, err = parse_counts(args, arity(name))
-  if not q then
-    return redis.error_reply(err)
+  local err, window, ms, now = parse_counts(a)
+  if err or #keys ~= 1 then
+    return refuse('slidingwindow_counts', keys, err)
   end
-  local now = q.now or floor(server_ms() / (q.ms and 1 or 1000))
-  local state, refused = read(keys[1])
-  if state == false then
-    return refused or redis.error_reply(WRONGTYPE)
+  now = now or server_time(ms)
+  local v, count = rpcall('GET', keys[1]), 0
+  if v then
+    count = decode(v, ms, window)
+    if not count then
+      return no_state(v)
+    end
   end
-  local j = judge(find(state, q.ms, q.window), 0, q.window, now)
-  return { j.previous, j.current, j.elapsed }
+  LIM[1], WIN[1], p_argc = 0, window, nil
+  judge(count, 1, ms, now, 1)
+  return { JP[1], JC[1], JE[1] }
 end
 
 local function version()
@@ -1160,14 +1042,16 @@ local CALLED = {
 -- not run on the key, in that order, lower case; empty when every one is granted. A
 -- command the server does not know is not reported. Redis 7.0+ / Valkey 7.2+ only.
 local function permissions(keys, args)
-  bind()
+  if not rcall then
+    bind()
+  end
   local name = 'slidingwindow_permissions'
   if #keys ~= 1 or #args ~= 0 then
-    return redis.error_reply(arity(name))
+    return error_reply(arity(name))
   end
   local check = redis.acl_check_cmd
   if not check then
-    return redis.error_reply('ERR ' .. name .. ' needs redis.acl_check_cmd (Redis 7.0+)')
+    return error_reply('ERR ' .. name .. ' needs redis.acl_check_cmd (Redis 7.0+)')
   end
   local missing = {}
   for _, c in ipairs(CALLED) do
@@ -1185,9 +1069,8 @@ local function permissions(keys, args)
 end
 
 local FUNCTIONS = {
-  { 'slidingwindow_check', fast_first(limiter('slidingwindow_check', 'check'), true), {} },
-  { 'slidingwindow_peek', fast_first(limiter('slidingwindow_peek', 'peek'), false),
-    { 'no-writes' } },
+  { 'slidingwindow_check', limiter('slidingwindow_check', 'check'), {} },
+  { 'slidingwindow_peek', limiter('slidingwindow_peek', 'peek'), { 'no-writes' } },
   { 'slidingwindow_counts', counts, { 'no-writes' } },
   { 'slidingwindow_refund', limiter('slidingwindow_refund', 'refund'), {} },
   { 'slidingwindow_version', version, { 'no-writes' } },

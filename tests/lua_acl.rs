@@ -706,23 +706,20 @@ fn missing_permissions_are_named(kind: Kind) {
     let r = call(&mut c, &via, Op::Peek, "rate:s", &["5", "60"]);
     assert_eq!(show(&r), "[1,1]", "{kind}");
     // No PEXPIRETIME: the library falls back to PTTL, which the line does not grant: a
-    // refund (it keeps the key's expiry) fails.
+    // CHECK on a key holding a window it does not name (whose later expiry it keeps)
+    // fails. A refund keeps the key's expiry with SET ... KEEPTTL and reads neither.
     let mut c = as_user("no-pexpiretime");
     let r = call(&mut c, &via, Op::Check, "rate:e", &["5", "60", "100"]);
     assert_eq!(show(&r), "[1,1]", "{kind}");
-    let e = error_of(call(
-        &mut c,
-        &via,
-        Op::Refund,
-        "rate:e",
-        &["5", "60", "100"],
-    ));
+    let r = call(&mut c, &via, Op::Refund, "rate:e", &["5", "60", "100"]);
+    assert_eq!(show(&r), "[1,1]", "{kind}"); // given back: PEEK's answer, 0 + 1
+    let e = error_of(call(&mut c, &via, Op::Check, "rate:e", &["5", "30", "100"]));
     assert!(
         e.starts_with(&script_refusal(
             kind,
             "no-pexpiretime",
             "pttl",
-            "slidingwindow_refund"
+            "slidingwindow_check"
         )),
         "{kind}: {e}"
     );
@@ -846,6 +843,8 @@ fn missing_permissions_on_redis62() {
             (Op::Check, vec!["5", "60", "100"]),
             (Op::Check, vec!["5", "60"]),
             (Op::Refund, vec!["5", "60", "100"]),
+            // keeps the 60 s window's later expiry: reads it (PTTL on 6.2)
+            (Op::Check, vec!["5", "30", "100"]),
         ] {
             let r = call(&mut c, &via, op, &key, &args);
             if r.is_err() {

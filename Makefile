@@ -148,6 +148,7 @@ bench: build bench-deps ## Server time, throughput, latency and memory against I
 	$(MAKE) bench-node
 	$(MAKE) bench-rust
 	$(MAKE) bench-go
+	$(MAKE) bench-python
 	$(PYTHON) bench/bench.py --update-readme --from bench/results/latest.json >/dev/null
 	$(PYTHON) bench/readme_blocks.py
 
@@ -159,6 +160,16 @@ bench-rust: build ## Rust: the tower layer in an axum app vs no limiter and towe
 bench-go: build ## Go: the net/http middleware vs httprate-redis and redis_rate v10 (req/s, p99, Redis and CPU per request; overshoot of 8 apps on one identity judged by an exact log) -> bench/results/go.json
 	cd clients/go/bench && go run . $(GO_BENCH_ARGS)
 
+# The Python middlewares through the same harness (clients/python/bench/app.py): FastAPI on
+# uvicorn and Flask on werkzeug's threaded server, ours against slowapi and flask-limiter on
+# limits' redis:// storage (sliding-window-counter); CPU per request at 200 req/s.
+PYTHON_BENCH = -app-name python -app-cmd "$(PYTHON) $(CURDIR)/clients/python/bench/app.py" \
+	-variants asgi-none,asgi-slidingwindow,asgi-slowapi,wsgi-none,wsgi-slidingwindow,wsgi-flask-limiter \
+	-overshoot-variants asgi-slidingwindow,asgi-slowapi -instances 4 -rate 200 -warmup 1s
+.PHONY: bench-python
+bench-python: build ## Python: our ASGI middleware vs slowapi (FastAPI), our WSGI middleware vs flask-limiter (Flask): req/s, p99, Redis and CPU per request, overshoot -> bench/results/python.json
+	cd clients/go/bench && go run . -rounds 3 $(PYTHON_BENCH)
+
 .PHONY: bench-node
 bench-node: build ## Node: Express req/s and Redis server time per request, our store vs rate-limit-redis -> bench/results/node.*
 	@command -v npm >/dev/null || { echo "npm is missing: install Node.js 18+ (with npm)"; exit 1; }
@@ -167,6 +178,7 @@ bench-node: build ## Node: Express req/s and Redis server time per request, our 
 bench-quick: build bench-deps ## The same benchmark, small: runs in CI so it cannot rot
 	$(PYTHON) bench/bench.py --quick $(BENCH_ARGS)
 	cd clients/go/bench && go run . -quick
+	cd clients/go/bench && go run . -quick $(PYTHON_BENCH)
 	$(PYTHON) bench/lua_paths.py --quick
 
 .PHONY: bench-lua

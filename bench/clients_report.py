@@ -12,7 +12,10 @@ RESULTS = Path(__file__).resolve().parent / "results"
 NAMES = {"none": "no limiter", "slidingwindow": "ours", "slidingwindow-nocache":
          "ours, deny cache off", "slidingwindow-denycache": "ours + deny cache",
          "httprate-redis": "httprate-redis", "redis_rate": "redis_rate v10",
-         "redis": "RedisRateLimiter", "bucket4j": "bucket4j"}
+         "redis": "RedisRateLimiter", "bucket4j": "bucket4j",
+         "asgi-none": "FastAPI, no limiter", "asgi-slidingwindow": "FastAPI + ours (ASGI)",
+         "asgi-slowapi": "FastAPI + slowapi", "wsgi-none": "Flask, no limiter",
+         "wsgi-slidingwindow": "Flask + ours (WSGI)", "wsgi-flask-limiter": "Flask + flask-limiter"}
 
 
 def _m(values: list[float], digits: int) -> str:

@@ -107,6 +107,7 @@ func main() {
 	instances := flag.Int("instances", 8, "app processes in the overshoot run")
 	rounds := flag.Int("rounds", 5, "alternating rounds")
 	warmup := flag.Duration("warmup", 0, "load before each measured run (default: a quarter of a run)")
+	rate := flag.Float64("rate", 0, "the fixed rate (req/s) of the CPU runs (default 2000; -quick 500); below what the slowest app serves")
 	only := flag.String("overshoot", "", "run only the overshoot, of this variant")
 	out := flag.String("out", "", "the JSON to write (default bench/results/<app-name>.json; -quick: target/bench-<app-name>-quick.json)")
 	flag.Parse()
@@ -117,6 +118,9 @@ func main() {
 			overshootFor: 4 * time.Second, overshootWindow: 1}
 	}
 	o.warmup = o.duration / 4
+	if *rate > 0 {
+		o.rate = *rate
+	}
 	if *warmup > 0 {
 		o.warmup = *warmup
 	}

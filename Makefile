@@ -4,7 +4,7 @@ PORT    ?= 6379
 PYTHON  ?= python3
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: help build build-fault run stop test test-limits test-node test-go deps-go lint deps deps-system deps-valgrind deps-python bench-deps bench bench-quick clean
+.PHONY: help build build-fault run stop test test-limits test-node test-go deps-go lint deps deps-system deps-valgrind deps-python bench-deps bench bench-quick bench-java-app clean
 .PHONY: accuracy accuracy-quick
 
 help: ## List every target with its purpose
@@ -102,9 +102,9 @@ test-java: build ## The Java client (clients/java): mvn verify (spotless check, 
 	@command -v mvn >/dev/null || { echo "mvn is missing: install Maven 3.8+ and a JDK 17+"; exit 1; }
 	cd clients/java && SLIDINGWINDOW_REPO=$(CURDIR) mvn -B verify
 
-deps-java: ## The Java client's Maven dependencies and plugins into ~/.m2 (what test-java would fetch; .ci/run calls it before the tests)
+deps-java: ## The Java client's Maven dependencies and plugins into ~/.m2 (what test-java and bench-java-app would fetch; .ci/run calls it before the tests)
 	@command -v mvn >/dev/null || { echo "mvn is missing: install Maven 3.8+ and a JDK 17+"; exit 1; }
-	cd clients/java && mvn -B -q -DskipTests verify
+	cd clients/java && mvn -B -q -Pbench -DskipTests verify
 
 # The Node client as a tarball for `npm install` in another project: a folder install
 # would link clients/node unbuilt, and building needs its devDependencies (npm ci).
@@ -157,6 +157,20 @@ bench-rust: build ## Rust: the tower layer in an axum app vs no limiter and towe
 .PHONY: bench-go
 bench-go: build ## Go: the net/http middleware vs httprate-redis and redis_rate v10 (req/s, p99, Redis and CPU per request; overshoot of 8 apps on one identity judged by an exact log) -> bench/results/go.json
 	cd clients/go/bench && go run . $(GO_BENCH_ARGS)
+
+# The Java bench app (clients/java/bench, the parent's bench profile): one Spring Cloud Gateway
+# per process for the bench harness, `java -jar JAR <variant> <redis host:port> <limit> <window>`.
+BENCH_JAVA_JAR := clients/java/bench/target/slidingwindow-bench-0.1.0-SNAPSHOT.jar
+.PHONY: bench-java-app
+bench-java-app: ## The Java bench app's executable jar (a gateway behind none, ours, RedisRateLimiter or bucket4j); prints its path
+	@command -v mvn >/dev/null || { echo "mvn is missing: install Maven 3.8+ and a JDK 17+"; exit 1; }
+	cd clients/java && mvn -B -q -Pbench -pl bench -am package -DskipTests
+	@echo $(CURDIR)/$(BENCH_JAVA_JAR)
+
+.PHONY: test-java-bench
+test-java-bench: build ## Only the Java bench app's test: each variant in its own JVM over HTTP on a module server (not in test-java: the bench profile)
+	@command -v mvn >/dev/null || { echo "mvn is missing: install Maven 3.8+ and a JDK 17+"; exit 1; }
+	cd clients/java && SLIDINGWINDOW_REPO=$(CURDIR) mvn -B -Pbench -pl bench -am verify -Dtest=BenchApplicationTest -Dsurefire.failIfNoSpecifiedTests=false
 
 .PHONY: bench-node
 bench-node: build ## Node: Express req/s and Redis server time per request, our store vs rate-limit-redis -> bench/results/node.*

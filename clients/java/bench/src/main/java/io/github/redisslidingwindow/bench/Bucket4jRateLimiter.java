@@ -14,14 +14,16 @@ import java.util.concurrent.ConcurrentHashMap;
 import org.springframework.cloud.gateway.filter.ratelimit.AbstractRateLimiter;
 import org.springframework.cloud.gateway.support.ConfigurationService;
 import reactor.core.publisher.Mono;
+import reactor.core.scheduler.Schedulers;
 
 /**
  * bucket4j's Lettuce integration (compare-and-swap on one key per identity) as a gateway {@code
  * RateLimiter}, for the bench only: bucket4j ships none for Spring Cloud Gateway. "limit per
  * window" is bucket4j's usual bandwidth: capacity {@code limit}, refilled greedily at {@code limit}
  * per {@code window} (so, like RedisRateLimiter, up to twice the limit in one window after a full
- * bucket). The async API, so no thread waits on Redis. Keys expire once their bucket would be full
- * again. Refused: 429 with Retry-After, bucket4j's wait rounded up to whole seconds.
+ * bucket). The async API, so no thread waits on Redis; the answer is handed to Reactor's parallel
+ * scheduler. Keys expire once their bucket would be full again. Refused: 429 with Retry-After,
+ * bucket4j's wait rounded up to whole seconds.
  */
 public class Bucket4jRateLimiter extends AbstractRateLimiter<Bucket4jRateLimiter.Config> {
   public static final String CONFIGURATION_PROPERTY_NAME = "bucket4j-rate-limiter";
@@ -76,6 +78,9 @@ public class Bucket4jRateLimiter extends AbstractRateLimiter<Bucket4jRateLimiter
                     .builder()
                     .build(key, () -> cfg)
                     .tryConsumeAndReturnRemaining(1))
+        // off Lettuce's event loop: answered on its thread, some refusals were never written
+        // (curl timed out on 2 in 300 sequential requests, 0 in 300 with this hop)
+        .publishOn(Schedulers.parallel())
         .map(Bucket4jRateLimiter::response);
   }
 

@@ -136,7 +136,7 @@ lint: ## cargo fmt --check, clippy -D warnings, mypy --strict on the Python clie
 	cd clients/node && { [ -d node_modules ] || npm ci --no-audit --no-fund; } && npm run lint
 	cd clients/go && test -z "$$(gofmt -l .)" || { gofmt -l .; echo "gofmt: the files above are not formatted"; exit 1; }
 	cd clients/go && go vet ./... && cd examples && go vet ./... && cd ../bench && go vet ./...
-	cd clients/java && mvn -B -q spotless:check
+	cd clients/java && mvn -B -q -Pbench spotless:check
 
 bench-deps: ## The benchmark's Python tools (bench/requirements.txt)
 	$(PYTHON) -m pip install -q -r bench/requirements.txt

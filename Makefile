@@ -4,7 +4,7 @@ PORT    ?= 6379
 PYTHON  ?= python3
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: help build build-fault run stop test test-limits test-node test-go deps-go lint deps deps-system deps-valgrind deps-python bench-deps bench bench-quick bench-lua clean
+.PHONY: help build build-fault run stop test test-limits test-node test-go deps-go lint deps deps-system deps-valgrind deps-python bench-deps bench bench-quick bench-lua bench-java-app clean
 .PHONY: accuracy accuracy-quick
 
 help: ## List every target with its purpose
@@ -102,9 +102,9 @@ test-java: build ## The Java client (clients/java): mvn verify (spotless check, 
 	@command -v mvn >/dev/null || { echo "mvn is missing: install Maven 3.8+ and a JDK 17+"; exit 1; }
 	cd clients/java && SLIDINGWINDOW_REPO=$(CURDIR) mvn -B verify
 
-deps-java: ## The Java client's Maven dependencies and plugins into ~/.m2 (what test-java would fetch; .ci/run calls it before the tests)
+deps-java: ## The Java client's Maven dependencies and plugins into ~/.m2 (what test-java and bench-java-app would fetch; .ci/run calls it before the tests)
 	@command -v mvn >/dev/null || { echo "mvn is missing: install Maven 3.8+ and a JDK 17+"; exit 1; }
-	cd clients/java && mvn -B -q -DskipTests verify
+	cd clients/java && mvn -B -q -Pbench -DskipTests verify
 
 # The Node client as a tarball for `npm install` in another project: a folder install
 # would link clients/node unbuilt, and building needs its devDependencies (npm ci).
@@ -136,7 +136,7 @@ lint: ## cargo fmt --check, clippy -D warnings, mypy --strict on the Python clie
 	cd clients/node && { [ -d node_modules ] || npm ci --no-audit --no-fund; } && npm run lint
 	cd clients/go && test -z "$$(gofmt -l .)" || { gofmt -l .; echo "gofmt: the files above are not formatted"; exit 1; }
 	cd clients/go && go vet ./... && cd examples && go vet ./... && cd ../bench && go vet ./...
-	cd clients/java && mvn -B -q spotless:check
+	cd clients/java && mvn -B -q -Pbench spotless:check
 
 bench-deps: ## The benchmark's Python tools (bench/requirements.txt)
 	$(PYTHON) -m pip install -q -r bench/requirements.txt
@@ -149,6 +149,7 @@ bench: build bench-deps ## Server time, throughput, latency and memory against I
 	$(MAKE) bench-rust
 	$(MAKE) bench-go
 	$(MAKE) bench-python
+	$(MAKE) bench-java
 	$(PYTHON) bench/bench.py --update-readme --from bench/results/latest.json >/dev/null
 	$(PYTHON) bench/readme_blocks.py
 
@@ -169,6 +170,29 @@ PYTHON_BENCH = -app-name python -app-cmd "$(PYTHON) $(CURDIR)/clients/python/ben
 .PHONY: bench-python
 bench-python: build ## Python: our ASGI middleware vs slowapi (FastAPI), our WSGI middleware vs flask-limiter (Flask): req/s, p99, Redis and CPU per request, overshoot -> bench/results/python.json
 	cd clients/go/bench && go run . -rounds 3 $(PYTHON_BENCH)
+
+# The Java bench app (clients/java/bench, the parent's bench profile): one Spring Cloud Gateway
+# per process for the bench harness, `java -jar JAR <variant> <redis host:port> <limit> <window>`.
+BENCH_JAVA_JAR := clients/java/bench/target/slidingwindow-bench-0.1.0-SNAPSHOT.jar
+.PHONY: bench-java-app
+bench-java-app: ## The Java bench app's executable jar (a gateway behind none, ours, RedisRateLimiter or bucket4j); prints its path
+	@command -v mvn >/dev/null || { echo "mvn is missing: install Maven 3.8+ and a JDK 17+"; exit 1; }
+	cd clients/java && mvn -B -q -Pbench -pl bench -am package -DskipTests
+	@echo $(CURDIR)/$(BENCH_JAVA_JAR)
+
+.PHONY: test-java-bench
+test-java-bench: build ## Only the Java bench app's test: each variant in its own JVM over HTTP on a module server (not in test-java: the bench profile)
+	@command -v mvn >/dev/null || { echo "mvn is missing: install Maven 3.8+ and a JDK 17+"; exit 1; }
+	cd clients/java && SLIDINGWINDOW_REPO=$(CURDIR) mvn -B -Pbench -pl bench -am verify -Dtest=BenchApplicationTest -Dsurefire.failIfNoSpecifiedTests=false
+
+# The gateway through the same harness: ours, RedisRateLimiter and bucket4j, 4 instances in
+# the overshoot, a JIT warm-up before each measured run, CPU per request at 1000 req/s.
+JAVA_BENCH = -app-name java -app-cmd "java -Xmx256m -XX:+UseSerialGC -jar $(CURDIR)/$(BENCH_JAVA_JAR)" \
+	-variants none,slidingwindow,redis,bucket4j -overshoot-variants slidingwindow,redis,bucket4j \
+	-instances 4 -rate 1000 -warmup 5s
+.PHONY: bench-java
+bench-java: build bench-java-app ## Java: Spring Cloud Gateway with our RateLimiter vs RedisRateLimiter and bucket4j (req/s, p99, Redis and CPU per request; overshoot of 4 gateways on one identity) -> bench/results/java.json
+	cd clients/go/bench && go run . -rounds 3 $(JAVA_BENCH)
 
 .PHONY: bench-node
 bench-node: build ## Node: Express req/s and Redis server time per request, our store vs rate-limit-redis -> bench/results/node.*

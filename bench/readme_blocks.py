@@ -230,6 +230,7 @@ BLOCKS: dict[str, Callable[[], str]] = {
     "node-outage": _node_outage,
     "go-bench": lambda: clients_report.client_bench("go"),
     "python-bench": lambda: clients_report.client_bench("python"),
+    "java-bench": lambda: clients_report.client_bench("java"),
     "lua-paths-ir": lambda: (RESULTS / "lua_paths_ir.md").read_text().strip(),
     "lua-paths-time": lambda: (RESULTS / "lua_paths.md").read_text().strip(),
 }

@@ -81,6 +81,7 @@ test: deps-system deps-valgrind build build-fault deps-python ## Every test: uni
 	$(MAKE) test-node
 	$(MAKE) test-go
 	$(MAKE) test-java
+	$(MAKE) test-java-bench
 	@$(SEED_NOTE)
 
 deps-go: ## The Go client's, its examples' and its bench's modules (go mod download from the module proxy)
@@ -181,7 +182,7 @@ bench-java-app: ## The Java bench app's executable jar (a gateway behind none, o
 	@echo $(CURDIR)/$(BENCH_JAVA_JAR)
 
 .PHONY: test-java-bench
-test-java-bench: build ## Only the Java bench app's test: each variant in its own JVM over HTTP on a module server (not in test-java: the bench profile)
+test-java-bench: build ## The Java bench app's test: each variant in its own JVM over HTTP on a module server (in make test; apart from test-java: the bench profile)
 	@command -v mvn >/dev/null || { echo "mvn is missing: install Maven 3.8+ and a JDK 17+"; exit 1; }
 	cd clients/java && SLIDINGWINDOW_REPO=$(CURDIR) mvn -B -Pbench -pl bench -am verify -Dtest=BenchApplicationTest -Dsurefire.failIfNoSpecifiedTests=false
 
@@ -189,7 +190,7 @@ test-java-bench: build ## Only the Java bench app's test: each variant in its ow
 # the overshoot, a JIT warm-up before each measured run, CPU per request at 1000 req/s.
 JAVA_BENCH = -app-name java -app-cmd "java -Xmx256m -XX:+UseSerialGC -jar $(CURDIR)/$(BENCH_JAVA_JAR)" \
 	-variants none,slidingwindow,redis,bucket4j -overshoot-variants slidingwindow,redis,bucket4j \
-	-instances 4 -rate 1000 -warmup 5s
+	-instances 4 -rate 1000 -warmup 5s -allowed-limit 1000000
 .PHONY: bench-java
 bench-java: build bench-java-app ## Java: Spring Cloud Gateway with our RateLimiter vs RedisRateLimiter and bucket4j (req/s, p99, Redis and CPU per request; overshoot of 4 gateways on one identity) -> bench/results/java.json
 	cd clients/go/bench && go run . -rounds 3 $(JAVA_BENCH)

@@ -46,6 +46,7 @@ type options struct {
 	overshootFor      time.Duration
 	overshootWindow   int
 	instances         int
+	allowedLimit      int
 	variants          []string
 	overshootVariants []string
 	apps              launcher
@@ -107,6 +108,7 @@ func main() {
 	instances := flag.Int("instances", 8, "app processes in the overshoot run")
 	rounds := flag.Int("rounds", 5, "alternating rounds")
 	warmup := flag.Duration("warmup", 0, "load before each measured run (default: a quarter of a run)")
+	allowedLimit := flag.Int("allowed-limit", 1_000_000_000, "the per-identity limit (per 60 s) of the all-allowed traffic")
 	rate := flag.Float64("rate", 0, "the fixed rate (req/s) of the CPU runs (default 2000; -quick 500); below what the slowest app serves")
 	only := flag.String("overshoot", "", "run only the overshoot, of this variant")
 	out := flag.String("out", "", "the JSON to write (default bench/results/<app-name>.json; -quick: target/bench-<app-name>-quick.json)")
@@ -121,6 +123,7 @@ func main() {
 	if *rate > 0 {
 		o.rate = *rate
 	}
+	o.allowedLimit = *allowedLimit
 	if *warmup > 0 {
 		o.warmup = *warmup
 	}
@@ -213,7 +216,7 @@ func run(o options, name string, quick bool, out string) error {
 		name  string
 		who   traffic
 		limit int
-	}{{"allowed", allowedTraffic, 1_000_000_000}, {"hot", hotTraffic, 100}} {
+	}{{"allowed", allowedTraffic, o.allowedLimit}, {"hot", hotTraffic, 100}} {
 		if len(setups) == 0 {
 			break
 		}

@@ -25,7 +25,11 @@ def _m(values: list[float], digits: int) -> str:
 def client_bench(app: str) -> str:
     """bench/results/<app>.json (make bench-<app>, clients/go/bench's harness): the traffic
     table and the overshoot table."""
-    r = json.loads((RESULTS / f"{app}.json").read_text())
+    path = RESULTS / f"{app}.json"
+    if not path.exists():
+        return (f"No committed run yet: `make bench-{app}` writes bench/results/{app}.json, "
+                "then `python3 bench/readme_blocks.py` puts its tables here.")
+    r = json.loads(path.read_text())
     head = (f"`make bench-{app}` on Redis 7: {r['connections']} connections, {r['duration_s']:g} s "
             f"per run, the median of {r['rounds']} alternating rounds; app CPU at a fixed "
             f"{r['paced_rate']:g} req/s; {r['cores']} cores, load average "

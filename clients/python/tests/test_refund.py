@@ -5,13 +5,11 @@ count given back (so a refund that did nothing would fail it)."""
 from __future__ import annotations
 
 import asyncio
-import time
-from typing import Any, Iterator
+from typing import Iterator
 
 import pytest
 import redis
 import redis.asyncio
-from redis import exceptions as rex
 from slidingwindow_testing import DEFAULT_KIND, RedisServer
 from slidingwindow_testing.cluster import RedisClusterProcs
 from slidingwindow import (
@@ -153,29 +151,3 @@ def test_async_refund_during_an_outage(lone: RedisServer) -> None:
     asyncio.run(scenario())
 
 
-class Recording:
-    """A client that fails once with an outage error, then records what it is sent."""
-
-    def __init__(self) -> None:
-        self.sent: list[tuple[Any, ...]] = []
-        self.failed = False
-
-    def execute_command(self, *args: Any, **options: Any) -> Any:
-        if not self.failed:
-            self.failed = True
-            raise rex.ConnectionError("down")
-        self.sent.append(args)
-        return [1, 0, 5, 5, -1, 0]
-
-
-def test_a_refund_probes_with_peek() -> None:
-    """The probe a refund starts during an outage must not give anything back itself."""
-    client = Recording()
-    limiter = SlidingWindowRateLimiter(client, prefix="x:", probe_interval=0.01)
-    assert limiter.check("p", 5, 60).degraded  # the failure opens the circuit
-    time.sleep(0.05)
-    assert limiter.refund("p", 5, 60, now=3).degraded  # starts the probe
-    deadline = time.monotonic() + 5
-    while not client.sent and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert client.sent == [("SLIDINGWINDOW.PEEK", "x:p", 5, 60, 3, "DETAILS")]

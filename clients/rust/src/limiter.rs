@@ -458,10 +458,10 @@ impl<S: SendCommand> Limiter<S> {
     }
 
     fn start_probe(&self, wire: &Wire) {
-        // A REFUND probes with PEEK: a probe must not give anything back behind the
-        // caller's back. A CHECK probe counts when allowed, as the request would have.
+        // A CHECK or a REFUND probes with PEEK, as in every client: a probe only looks. It
+        // never counts, or gives back, a request that was answered without Redis.
         let mut wire = wire.clone();
-        if wire.op == Op::Refund {
+        if matches!(wire.op, Op::Check | Op::Refund) {
             wire.op = Op::Peek;
         }
         let me = self.clone();

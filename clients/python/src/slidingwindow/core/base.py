@@ -79,8 +79,9 @@ def command_args(
 class Command(Generic[T]):
     """One call: `args` (the key is args[1]), `read` turns the reply into the answer, and
     `without_redis(allowed)` is the answer during an outage. `probe_args`, when set, is
-    what a probe started by this call sends instead of `args` (a REFUND probes with PEEK:
-    a probe must not give anything back behind the caller's back)."""
+    what a probe started by this call sends instead of `args` (a CHECK or a REFUND probes
+    with PEEK: a probe only looks, it never counts or gives back a request that was
+    answered without Redis)."""
 
     args: Sequence[Arg]
     read: Callable[[Any], T]
@@ -92,8 +93,9 @@ class Command(Generic[T]):
 
 
 def _probe_args(args: Sequence[Arg]) -> Optional[Sequence[Arg]]:
-    """PEEK's arguments for a REFUND (the same but the command), None for the others."""
-    return [PEEK, *args[1:]] if args[0] == REFUND else None
+    """PEEK's arguments for a CHECK or a REFUND (the same but the command), None for the
+    read-only others."""
+    return [PEEK, *args[1:]] if args[0] in (CHECK, REFUND) else None
 
 
 def _read_is_allowed(reply: Any) -> tuple[bool, int]:
@@ -174,7 +176,8 @@ class LimiterBase(Generic[ClientT]):
                             details=False)
         spec = spec_for(CHECK, key, [(limit, window_seconds)], ms=False, now=now, cost=1,
                         details=False)
-        return Command(args, _read_is_allowed, _is_allowed_without_redis, spec=spec)
+        return Command(args, _read_is_allowed, _is_allowed_without_redis, _probe_args(args),
+                       spec)
 
     def _decide_command(
         self, command: str, client_id: str, limit: int, window: int, cost: int, ms: bool,

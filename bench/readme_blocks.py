@@ -215,6 +215,31 @@ def _limit_excess() -> str:
             + "; ".join(parts) + ".")
 
 
+# Which client call sends each path of bench/lua_paths.py.
+_SIZING_PATHS = (
+    ("plain", "the seed's call (`is_allowed`)"),
+    ("DETAILS", "`check()` and the Python middlewares"),
+    ("MS DETAILS", "the Node stores and rate strings"),
+    ("LIMIT x3 DETAILS", "a 3-limit policy"),
+    ("REFUND", "a refund"),
+    ("PEEK DETAILS", "a peek"),
+)
+
+
+def _lua_sizing() -> str:
+    """The main README's sizing line: the library's server time on each path a client sends,
+    with the module's beside it, from the committed `make bench-lua` run."""
+    run = _load("lua_paths.json")
+    usec = {(c["path"], c["impl"]): c["usec_per_call"] for c in run["cases"]}
+    parts = [f"{what}: {usec[(path, 'library')]:.1f} µs ({usec[(path, 'module')]:.1f} µs with the "
+             f"module)" for path, what in _SIZING_PATHS]
+    seed = usec[("seed script", "seed")]
+    return (f"To size a managed instance: Redis server time per call through the library on "
+            f"the paths the clients send ({run['server']['server']}, warm keys, every call "
+            f"allowed, pipeline {run['pipeline']}; `make bench-lua`): " + "; ".join(parts)
+            + f". The seed's script: {seed:.1f} µs.")
+
+
 BLOCKS: dict[str, Callable[[], str]] = {
     "lua-stream": _lua_stream,
     "readme-lua-stream": _readme_lua_stream,
@@ -233,6 +258,7 @@ BLOCKS: dict[str, Callable[[], str]] = {
     "java-bench": lambda: clients_report.client_bench("java"),
     "lua-paths-ir": lambda: (RESULTS / "lua_paths_ir.md").read_text().strip(),
     "lua-paths-time": lambda: (RESULTS / "lua_paths.md").read_text().strip(),
+    "lua-sizing": _lua_sizing,
 }
 
 

@@ -240,6 +240,15 @@ def _lua_sizing() -> str:
             + f". The seed's script: {seed:.1f} µs.")
 
 
+def _rls_bench() -> str:
+    """rls/README's benchmark tables: the committed `make bench-rls` run with the peer."""
+    path = RESULTS / "rls.md"
+    if not path.exists():
+        return ("No committed run yet: `RLS_PEER=/path/to/ratelimit make bench-rls` writes "
+                "bench/results/rls.md.")
+    return path.read_text().strip()
+
+
 BLOCKS: dict[str, Callable[[], str]] = {
     "lua-stream": _lua_stream,
     "readme-lua-stream": _readme_lua_stream,
@@ -259,6 +268,7 @@ BLOCKS: dict[str, Callable[[], str]] = {
     "lua-paths-ir": lambda: (RESULTS / "lua_paths_ir.md").read_text().strip(),
     "lua-paths-time": lambda: (RESULTS / "lua_paths.md").read_text().strip(),
     "lua-sizing": _lua_sizing,
+    "rls-bench": _rls_bench,
 }
 
 

@@ -263,6 +263,9 @@ async fn bytes_per_identity(
     (info_field(redis_port, "memory", "used_memory") - m0) / ids as f64
 }
 
+/// Where a run with the peer writes its tables (rendered into rls/README.md).
+const RESULTS: &str = "bench/results/rls.md";
+
 #[tokio::main]
 async fn main() {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
@@ -302,14 +305,23 @@ async fn main() {
     let mut services = vec![("slidingwindow-ratelimit", ours)];
     match &peer {
         Some(p) => services.push(("envoyproxy/ratelimit", p.clone())),
-        None => println!("envoyproxy/ratelimit: peer not given (set RLS_PEER to its binary; see rls/bench/main.rs)"),
+        None => println!("envoyproxy/ratelimit: peer not given (set RLS_PEER to its binary; see rls/bench/main.rs); nothing is written to {}", RESULTS),
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
-    println!("Redis 7 with the module on 127.0.0.1:{redis_port}; {secs} s per run; every request allowed; 2 shared cores.");
-    println!(
-        "| service | descriptors | streams | req/s | p50 ms | p99 ms | Redis server us/request |"
-    );
-    println!("|---|---|---|---|---|---|---|");
+    // What is printed from here on is also the committed report (with a peer only: a
+    // run without one compares nothing).
+    let mut report = String::new();
+    macro_rules! say {
+        ($($t:tt)*) => {{
+            let line = format!($($t)*);
+            println!("{line}");
+            report.push_str(&line);
+            report.push('\n');
+        }};
+    }
+    say!("Redis 7 with the module on 127.0.0.1:{redis_port}; {secs} s per run; every request allowed; 2 shared cores.");
+    say!("| service | descriptors | streams | req/s | p50 ms | p99 ms | Redis server us/request |");
+    say!("|---|---|---|---|---|---|---|");
     let mut fixed = Vec::new();
     for (name, bin) in &services {
         let svc = start_service(name, bin, redis_port, &dir);
@@ -319,7 +331,7 @@ async fn main() {
                 let u0 = redis_usec(redis_port);
                 let (rps, p50, p99) = saturate(&c, n, streams, secs).await;
                 let rus = (redis_usec(redis_port) - u0) / (rps * secs).max(1.0);
-                println!(
+                say!(
                     "| {} | {n} | {streams} | {rps:.0} | {p50:.2} | {p99:.2} | {rus:.2} |",
                     svc.name
                 );
@@ -330,15 +342,25 @@ async fn main() {
         let b = bytes_per_identity(&c, redis_port, 2000).await;
         fixed.push((svc.name, 0, b, 0.0));
     }
-    println!();
-    println!("| service | descriptors | service CPU us/request at 1000 req/s | Redis server us/request |");
-    println!("|---|---|---|---|");
+    say!("");
+    say!("| service | descriptors | service CPU us/request at 1000 req/s | Redis server us/request |");
+    say!("|---|---|---|---|");
     for (name, n, cpu, rus) in fixed.iter().filter(|f| f.1 > 0) {
-        println!("| {name} | {n} | {cpu:.1} | {rus:.2} |");
+        say!("| {name} | {n} | {cpu:.1} | {rus:.2} |");
     }
-    println!();
+    say!("");
     for (name, _, b, _) in fixed.iter().filter(|f| f.1 == 0) {
-        println!("{name}: {b:.0} bytes in Redis per identity (one descriptor, used_memory over 2000 identities)");
+        say!("{name}: {b:.0} bytes in Redis per identity (one descriptor, used_memory over 2000 identities)");
+    }
+    if peer.is_some() {
+        let path = repo.join(RESULTS);
+        let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+        let load = load.split_whitespace().next().unwrap_or("?");
+        let text = format!(
+            "`RLS_PEER=/path/to/ratelimit make bench-rls` (rls/bench/main.rs), load average {load} at the end.\n\n{report}"
+        );
+        std::fs::write(&path, text).expect("write the results");
+        println!("wrote {}", path.display());
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -97,10 +97,11 @@ public final class RateLimiter {
     return circuit.isDown();
   }
 
-  /** The call's reply, or UNAVAILABLE: no reply, or the circuit open and no probe due. */
+  /** The call's reply, or UNAVAILABLE: no reply, or the circuit open. */
   private Object send(Wire w) {
     Circuit.Gate g = circuit.gate();
-    if (g == Circuit.Gate.SKIP) {
+    if (g != Circuit.Gate.CALL) {
+      probeIfDue(g, w);
       return UNAVAILABLE;
     }
     Object reply;
@@ -115,6 +116,52 @@ public final class RateLimiter {
     }
     circuit.answered(g);
     return reply;
+  }
+
+  /**
+   * During an outage, when a probe is due: a PEEK of the call (a COUNTS stays one) sent in the
+   * background, which no request waits on, as in every client (conformance/README.md, "Outages"). A
+   * probe never counts, or gives back, a request that was answered without Redis.
+   */
+  private void probeIfDue(Circuit.Gate g, Wire w) {
+    if (g != Circuit.Gate.PROBE) {
+      return;
+    }
+    Wire peek =
+        w.op() == Op.CHECK || w.op() == Op.REFUND ? new Wire(Op.PEEK, w.key(), w.args()) : w;
+    if (sender instanceof AsyncSendCommand async) {
+      CompletableFuture<Object> f;
+      try {
+        f = chooser.callAsync(async, peek);
+      } catch (RuntimeException e) {
+        f = CompletableFuture.failedFuture(e);
+      }
+      f.whenComplete((reply, ex) -> probed(ex == null ? null : Chooser.unwrap(ex)));
+      return;
+    }
+    Thread t =
+        new Thread(
+            () -> {
+              Throwable failure = null;
+              try {
+                chooser.call(sender, peek);
+              } catch (RuntimeException e) {
+                failure = e;
+              }
+              probed(failure);
+            },
+            "slidingwindow-probe");
+    t.setDaemon(true);
+    t.start();
+  }
+
+  /** A probe's end: an answer (an error reply too) closes the circuit; an outage keeps it open. */
+  private void probed(Throwable failure) {
+    if (failure instanceof RedisUnavailableException u) {
+      circuit.failed(u, Circuit.Gate.PROBE);
+    } else {
+      circuit.answered(Circuit.Gate.PROBE);
+    }
   }
 
   String key(String id) {
@@ -285,7 +332,8 @@ public final class RateLimiter {
       }
     }
     Circuit.Gate g = circuit.gate();
-    if (g == Circuit.Gate.SKIP) {
+    if (g != Circuit.Gate.CALL) {
+      probeIfDue(g, w);
       return CompletableFuture.completedFuture(UNAVAILABLE);
     }
     CompletableFuture<Object> f;

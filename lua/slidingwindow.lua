@@ -71,14 +71,15 @@ Scratch: module-level arrays that each call fills before it reads them. A call r
 its end before the next one starts (scripts never yield), so nothing one call leaves in
 them is read by another; entries past a call's own count are stale and never read.
   LIM, WIN [1..n]                the call's limits in call order (args.rs Parsed)
+  ORDER [1..n]                   their indices by window, as a state holds them
   SMS, SW, SI, SC, SP [1..count] the key's counters as decoded: unit is MS, window,
                                  index, current, previous (window.rs State)
   JS, JI, JE, JP, JC, JX [1..n]  each limit judged (window.rs Judged): its counter's slot
                                  in S (or false), the index and elapsed it is judged at,
                                  the counts in force then, the estimate
   OMS, OW, OI, OC, OP [1..m]     the state an allowed CHECK writes (next_state)
-The last parse: parse_check is a pure function of the argument texts, and LIM and WIN
-are written only by it, so while a call's texts are the last parsed call's (strings
+The last parse: parse_check is a pure function of the argument texts, and LIM, WIN and
+ORDER are written only by it, so while a call's texts are the last parsed call's (strings
 compare by address), its result stands; when only `now` differs, only `now` is read.
   PARGS[1..p_argc]  the texts; p_n, p_ms, p_now, p_cost, p_details: what they gave
                     (p_argc nil: none kept, as after COUNTS, which writes LIM[1], WIN[1])
@@ -94,7 +95,7 @@ exist; each is emptied when it reaches 256 entries, so it stays small.
   last_at_sec, last_at_sec_text  its whole seconds, in ms, and their decimal (then
                         three digits of DIGIT, a constant table, for the ms)
 ]]
-local LIM, WIN = {}, {}
+local LIM, WIN, ORDER = {}, {}, {}
 local SMS, SW, SI, SC, SP = {}, {}, {}, {}, {}
 local FIELDS = { SW, SI, SC, SP } -- the varints of a counter, in their order
 local JS, JI, JE, JP, JC, JX = {}, {}, {}, {}, {}, {}
@@ -314,6 +315,13 @@ local function parse_all(a, n)
       return unknown(a[i], CHECK_OPTIONS)
     end
   end
+  for k = 1, count do -- ORDER: insertion sort by window (one unit: MS names them all)
+    local j = k - 1
+    while j >= 1 and WIN[ORDER[j]] > WIN[k] do
+      ORDER[j + 1], j = ORDER[j], j - 1
+    end
+    ORDER[j + 1] = k
+  end
   for j = 1, n do
     PARGS[j] = a[j]
   end
@@ -332,8 +340,8 @@ local function parse_check(a)
       return parse_all(a, n)
     end
   end
-  local s = a[3]
-  if s ~= PARGS[3] then
+  local s = a[3] -- nil: n < 3, as the last parse's (PARGS past p_argc are stale)
+  if s ~= nil and s ~= PARGS[3] then
     local now = p_now and int_in(s, 0, MAX)
     if not now then
       return parse_all(a, n)
@@ -753,8 +761,14 @@ end
 -- counted, then the others still of use, newest first, to eight, sorted by (unit,
 -- window). Its size, and whether it keeps windows the call did not name.
 local function next_state(count, n, ms, now, cost)
-  for k = 1, n do
-    OMS[k], OW[k], OI[k], OC[k], OP[k] = ms, WIN[k], JI[k], JC[k] + cost, JP[k]
+  local held = 0 -- how many of the stored counters the call names
+  for j = 1, n do -- the named windows, in their order (ORDER)
+    local k = ORDER[j]
+    OMS[j], OW[j], OI[j], OC[j], OP[j] = ms, WIN[k], JI[k], JC[k] + cost, JP[k]
+    held = JS[k] and held + 1 or held
+  end
+  if held == count then
+    return n, false -- no other window to keep, and sorted already
   end
   local m, others = n, nil
   for s = 1, count do

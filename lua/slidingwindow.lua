@@ -397,14 +397,16 @@ local function decode(s, ms, w)
   if n < 6 or n > MAX_LEN then
     return nil
   end
-  local one = ONE[ms and -w or w]
-  if one and n - #one <= 4 and strfind(s, one, 1, true) == 1 then
-    local x1, x2, x3, x4 = byte(s, #one + 1, n)
+  local k = ms and -w or w
+  local one = ONE[k]
+  local h = one and #one -- the head's length
+  if h and n - h <= 4 and strfind(s, one, 1, true) == 1 then
+    local x1, x2, x3, x4 = byte(s, h + 1, n)
     local c, x, y, q -- current; the bytes after it; the index past it
     if x1 and x1 < 128 then
-      c, x, y, q = x1, x2, x3, #one + 2
+      c, x, y, q = x1, x2, x3, h + 2
     elseif x2 and x2 < 128 and x2 > 0 then -- a last byte of 0 is overlong
-      c, x, y, q = x1 - 128 + x2 * 128, x3, x4, #one + 3
+      c, x, y, q = x1 - 128 + x2 * 128, x3, x4, h + 3
     end
     local p
     if x and x < 128 then
@@ -413,7 +415,7 @@ local function decode(s, ms, w)
       p, q = x - 128 + y * 128, q + 2
     end
     if p and q == n + 1 then
-      SMS[1], SW[1], SI[1], SC[1], SP[1] = ms, w, HEAD_INDEX[ms and -w or w], c, p
+      SMS[1], SW[1], SI[1], SC[1], SP[1] = ms, w, HEAD_INDEX[k], c, p
       return 1
     end
   end

@@ -216,8 +216,12 @@ local function window_in(s, ms)
   return w
 end
 
--- `[now]` right after the window: (now or nil, index of the first option), or the error.
-local function split_now(a, i)
+-- `[now]` at a[i], right after the window (n: how many arguments): (now or nil, index of
+-- the first option), or the error (ARITY when the ones before a[i] are missing).
+local function split_now(a, i, n)
+  if n < i - 1 then
+    return nil, nil, ARITY -- the positional arguments before a[i] are missing
+  end
   local s = a[i]
   if s == nil then
     return nil, i
@@ -256,10 +260,7 @@ end
 -- `limit window [now] [LIMIT limit window]... [COST cost] [MS] [DETAILS]` (parse_into):
 -- nil and (limits, ms, now or nil, cost, details), the limits in LIM and WIN; or the error.
 local function parse_all(a, n)
-  if n < 2 then
-    return ARITY
-  end
-  local now, i, e = split_now(a, 3)
+  local now, i, e = split_now(a, 3, n)
   if e then
     return e
   end
@@ -353,10 +354,7 @@ end
 
 -- `window [now] [MS]`: nil and (window, ms, now or nil), or the error.
 local function parse_counts(a)
-  if #a < 1 then
-    return ARITY
-  end
-  local now, i, e = split_now(a, 2)
+  local now, i, e = split_now(a, 2, #a)
   if e then
     return e
   end

@@ -97,7 +97,6 @@ exist; each is emptied when it reaches 256 entries, so it stays small.
 ]]
 local LIM, WIN, ORDER = {}, {}, {}
 local SMS, SW, SI, SC, SP = {}, {}, {}, {}, {}
-local FIELDS = { SW, SI, SC, SP } -- the varints of a counter, in their order
 local JS, JI, JE, JP, JC, JX = {}, {}, {}, {}, {}, {}
 local OMS, OW, OI, OC, OP = {}, {}, {}, {}, {}
 local PARGS, p_argc, p_n, p_ms, p_now, p_cost, p_details = {}, nil
@@ -385,6 +384,27 @@ local function before(ams, aw, bms, bw)
   return aw < bw
 end
 
+-- read_varint: the varint at b[p] and the index past it, or nil: shortest form, at most
+-- 8 bytes, at most MAX.
+local function varint_at(b, p)
+  local x = b[p]
+  if x and x < 128 then -- one byte, the most common
+    return x, p + 1
+  end
+  local v, mul, q = 0, 1, p
+  while x and x >= 128 and q - p < 7 do
+    v, mul, q = v + (x - 128) * mul, mul * 128, q + 1
+    x = b[q]
+  end
+  if not x or x >= 128 or x == 0 then -- a last byte of 0 is overlong
+    return nil
+  end
+  v = v + x * mul -- past 2^53 - 1 it rounds to >= 2^53: refused, exactly
+  if v <= MAX then
+    return v, q + 1
+  end
+end
+
 -- decode_into: the number of counters in s, in the S arrays; nil when s is no state
 -- (and for an error reply, a table of length 0). One C call reads every byte. Most keys
 -- are as a call in this window left them: a version 1 state with the head last written
@@ -427,41 +447,33 @@ local function decode(s, ms, w)
   elseif b[1] ~= 0xA1 then
     return nil
   end
-  for k = 1, count do -- read_counter
-    local flags = b[p]
+  for k = 1, count do -- read_counter: flags and four varints
+    local at, flags = p, b[p]
     if flags ~= 0 and flags ~= 1 then
       return nil
     end
-    p = p + 1
-    for f = 1, 4 do -- read_varint: shortest form, at most 8 bytes, at most MAX
-      local x, y = b[p], b[p + 1]
-      if x and x < 128 then -- one byte, the most common
-        FIELDS[f][k], p = x, p + 1
-      elseif x and y and y < 128 and y > 0 then -- two (a last byte of 0 is overlong)
-        FIELDS[f][k], p = x - 128 + y * 128, p + 2
-      else
-        local v, mul, q = 0, 1, p
-        while x and x >= 128 and q - p < 7 do
-          v, mul, q = v + (x - 128) * mul, mul * 128, q + 1
-          x = b[q]
-        end
-        if not x or x >= 128 or (x == 0 and q > p) then
-          return nil
-        end
-        v = v + x * mul -- past 2^53 - 1 it rounds to >= 2^53: refused, exactly
-        if v > MAX then
-          return nil
-        end
-        FIELDS[f][k], p = v, q + 1
-      end
+    local ms, i, c, q = flags == 1, nil, nil, nil
+    local w
+    w, p = varint_at(b, p + 1)
+    local hk = w and (ms and -w or w)
+    local h = HEAD[hk]
+    if h and strfind(s, h, at, true) == at then -- flags, window and index as last encoded
+      i, p = HEAD_INDEX[hk], at + #h
+    elseif w then
+      i, p = varint_at(b, p)
     end
-    local ms, w = flags == 1, SW[k]
+    if i then
+      c, p = varint_at(b, p)
+    end
+    if c then
+      q, p = varint_at(b, p)
+    end
     -- index * w past 2^53 - 1 rounds to >= 2^53: the test is exact
-    if w == 0 or w > (ms and MAX or MAX_WINDOW_S) or SI[k] * w > MAX
+    if not q or w == 0 or w > (ms and MAX or MAX_WINDOW_S) or i * w > MAX
       or (k > 1 and not before(SMS[k - 1], SW[k - 1], ms, w)) then
       return nil
     end
-    SMS[k] = ms
+    SMS[k], SW[k], SI[k], SC[k], SP[k] = ms, w, i, c, q
   end
   if p ~= n + 1 then
     return nil

@@ -840,12 +840,16 @@ end
 
 ------------------------------------------------------------------------- the commands
 
--- The server's time: (now in seconds or, with ms, in ms; the time in ms).
-local function server_time(ms)
+-- The server's time: now in seconds or, with ms, in ms; and the time in ms when ms or
+-- `want_clock` asks for it (now in seconds alone reads no microseconds).
+local function server_time(ms, want_clock)
   local t = rcall('TIME')
   local sec = t[1]
   if sec ~= last_sec then
     last_sec, last_sec_n = sec, sec + 0
+  end
+  if not (ms or want_clock) then
+    return last_sec_n
   end
   local us = t[2] + 0 -- coerced by arithmetic (cheaper than tonumber)
   local clock = last_sec_n * 1000 + (us - us % 1000) / 1000
@@ -989,6 +993,7 @@ end
 
 -- CHECK, PEEK and REFUND: parse, read the key, judge, write what the mode writes, reply.
 local function limiter(name, mode)
+  local writes = mode == 'check' -- an allowed call counts, and writes an expiry
   return function(keys, a)
     if not rcall then
       bind()
@@ -997,9 +1002,9 @@ local function limiter(name, mode)
     if err or #keys ~= 1 then
       return refuse(name, keys, err)
     end
-    local clock -- the server's time in ms, once read
+    local clock -- the server's time in ms, once read (a CHECK's write needs it)
     if not now then
-      now, clock = server_time(ms)
+      now, clock = server_time(ms, writes)
     end
     local key = keys[1]
     local v, count = rpcall('GET', key), 0
@@ -1010,7 +1015,7 @@ local function limiter(name, mode)
       end
     end
     local allowed = judge(count, n, ms, now, cost)
-    if mode == 'check' then
+    if writes then
       if allowed then
         local e = write_counted(key, count, n, ms, now, cost, clock or server_ms())
         if e then

@@ -71,14 +71,15 @@ Scratch: module-level arrays that each call fills before it reads them. A call r
 its end before the next one starts (scripts never yield), so nothing one call leaves in
 them is read by another; entries past a call's own count are stale and never read.
   LIM, WIN [1..n]                the call's limits in call order (args.rs Parsed)
+  ORDER [1..n]                   their indices by window, as a state holds them
   SMS, SW, SI, SC, SP [1..count] the key's counters as decoded: unit is MS, window,
                                  index, current, previous (window.rs State)
   JS, JI, JE, JP, JC, JX [1..n]  each limit judged (window.rs Judged): its counter's slot
                                  in S (or false), the index and elapsed it is judged at,
                                  the counts in force then, the estimate
   OMS, OW, OI, OC, OP [1..m]     the state an allowed CHECK writes (next_state)
-The last parse: parse_check is a pure function of the argument texts, and LIM and WIN
-are written only by it, so while a call's texts are the last parsed call's (strings
+The last parse: parse_check is a pure function of the argument texts, and LIM, WIN and
+ORDER are written only by it, so while a call's texts are the last parsed call's (strings
 compare by address), its result stands; when only `now` differs, only `now` is read.
   PARGS[1..p_argc]  the texts; p_n, p_ms, p_now, p_cost, p_details: what they gave
                     (p_argc nil: none kept, as after COUNTS, which writes LIM[1], WIN[1])
@@ -94,9 +95,8 @@ exist; each is emptied when it reaches 256 entries, so it stays small.
   last_at_sec, last_at_sec_text  its whole seconds, in ms, and their decimal (then
                         three digits of DIGIT, a constant table, for the ms)
 ]]
-local LIM, WIN = {}, {}
+local LIM, WIN, ORDER = {}, {}, {}
 local SMS, SW, SI, SC, SP = {}, {}, {}, {}, {}
-local FIELDS = { SW, SI, SC, SP } -- the varints of a counter, in their order
 local JS, JI, JE, JP, JC, JX = {}, {}, {}, {}, {}, {}
 local OMS, OW, OI, OC, OP = {}, {}, {}, {}, {}
 local PARGS, p_argc, p_n, p_ms, p_now, p_cost, p_details = {}, nil
@@ -215,8 +215,12 @@ local function window_in(s, ms)
   return w
 end
 
--- `[now]` right after the window: (now or nil, index of the first option), or the error.
-local function split_now(a, i)
+-- `[now]` at a[i], right after the window (n: how many arguments): (now or nil, index of
+-- the first option), or the error (ARITY when the ones before a[i] are missing).
+local function split_now(a, i, n)
+  if n < i - 1 then
+    return nil, nil, ARITY -- the positional arguments before a[i] are missing
+  end
   local s = a[i]
   if s == nil then
     return nil, i
@@ -255,10 +259,7 @@ end
 -- `limit window [now] [LIMIT limit window]... [COST cost] [MS] [DETAILS]` (parse_into):
 -- nil and (limits, ms, now or nil, cost, details), the limits in LIM and WIN; or the error.
 local function parse_all(a, n)
-  if n < 2 then
-    return ARITY
-  end
-  local now, i, e = split_now(a, 3)
+  local now, i, e = split_now(a, 3, n)
   if e then
     return e
   end
@@ -314,6 +315,13 @@ local function parse_all(a, n)
       return unknown(a[i], CHECK_OPTIONS)
     end
   end
+  for k = 1, count do -- ORDER: insertion sort by window (one unit: MS names them all)
+    local j = k - 1
+    while j >= 1 and WIN[ORDER[j]] > WIN[k] do
+      ORDER[j + 1], j = ORDER[j], j - 1
+    end
+    ORDER[j + 1] = k
+  end
   for j = 1, n do
     PARGS[j] = a[j]
   end
@@ -332,8 +340,8 @@ local function parse_check(a)
       return parse_all(a, n)
     end
   end
-  local s = a[3]
-  if s ~= PARGS[3] then
+  local s = a[3] -- nil: n < 3, as the last parse's (PARGS past p_argc are stale)
+  if s ~= nil and s ~= PARGS[3] then
     local now = p_now and int_in(s, 0, MAX)
     if not now then
       return parse_all(a, n)
@@ -345,10 +353,7 @@ end
 
 -- `window [now] [MS]`: nil and (window, ms, now or nil), or the error.
 local function parse_counts(a)
-  if #a < 1 then
-    return ARITY
-  end
-  local now, i, e = split_now(a, 2)
+  local now, i, e = split_now(a, 2, #a)
   if e then
     return e
   end
@@ -379,6 +384,27 @@ local function before(ams, aw, bms, bw)
   return aw < bw
 end
 
+-- read_varint: the varint at b[p] and the index past it, or nil: shortest form, at most
+-- 8 bytes, at most MAX.
+local function varint_at(b, p)
+  local x = b[p]
+  if x and x < 128 then -- one byte, the most common
+    return x, p + 1
+  end
+  local v, mul, q = 0, 1, p
+  while x and x >= 128 and q - p < 7 do
+    v, mul, q = v + (x - 128) * mul, mul * 128, q + 1
+    x = b[q]
+  end
+  if not x or x >= 128 or x == 0 then -- a last byte of 0 is overlong
+    return nil
+  end
+  v = v + x * mul -- past 2^53 - 1 it rounds to >= 2^53: refused, exactly
+  if v <= MAX then
+    return v, q + 1
+  end
+end
+
 -- decode_into: the number of counters in s, in the S arrays; nil when s is no state
 -- (and for an error reply, a table of length 0). One C call reads every byte. Most keys
 -- are as a call in this window left them: a version 1 state with the head last written
@@ -389,14 +415,16 @@ local function decode(s, ms, w)
   if n < 6 or n > MAX_LEN then
     return nil
   end
-  local one = ONE[ms and -w or w]
-  if one and n - #one <= 4 and strfind(s, one, 1, true) == 1 then
-    local x1, x2, x3, x4 = byte(s, #one + 1, n)
+  local k = ms and -w or w
+  local one = ONE[k]
+  local h = one and #one -- the head's length
+  if h and n - h <= 4 and strfind(s, one, 1, true) == 1 then
+    local x1, x2, x3, x4 = byte(s, h + 1, n)
     local c, x, y, q -- current; the bytes after it; the index past it
     if x1 and x1 < 128 then
-      c, x, y, q = x1, x2, x3, #one + 2
+      c, x, y, q = x1, x2, x3, h + 2
     elseif x2 and x2 < 128 and x2 > 0 then -- a last byte of 0 is overlong
-      c, x, y, q = x1 - 128 + x2 * 128, x3, x4, #one + 3
+      c, x, y, q = x1 - 128 + x2 * 128, x3, x4, h + 3
     end
     local p
     if x and x < 128 then
@@ -405,7 +433,7 @@ local function decode(s, ms, w)
       p, q = x - 128 + y * 128, q + 2
     end
     if p and q == n + 1 then
-      SMS[1], SW[1], SI[1], SC[1], SP[1] = ms, w, HEAD_INDEX[ms and -w or w], c, p
+      SMS[1], SW[1], SI[1], SC[1], SP[1] = ms, w, HEAD_INDEX[k], c, p
       return 1
     end
   end
@@ -419,41 +447,33 @@ local function decode(s, ms, w)
   elseif b[1] ~= 0xA1 then
     return nil
   end
-  for k = 1, count do -- read_counter
-    local flags = b[p]
+  for k = 1, count do -- read_counter: flags and four varints
+    local at, flags = p, b[p]
     if flags ~= 0 and flags ~= 1 then
       return nil
     end
-    p = p + 1
-    for f = 1, 4 do -- read_varint: shortest form, at most 8 bytes, at most MAX
-      local x, y = b[p], b[p + 1]
-      if x and x < 128 then -- one byte, the most common
-        FIELDS[f][k], p = x, p + 1
-      elseif x and y and y < 128 and y > 0 then -- two (a last byte of 0 is overlong)
-        FIELDS[f][k], p = x - 128 + y * 128, p + 2
-      else
-        local v, mul, q = 0, 1, p
-        while x and x >= 128 and q - p < 7 do
-          v, mul, q = v + (x - 128) * mul, mul * 128, q + 1
-          x = b[q]
-        end
-        if not x or x >= 128 or (x == 0 and q > p) then
-          return nil
-        end
-        v = v + x * mul -- past 2^53 - 1 it rounds to >= 2^53: refused, exactly
-        if v > MAX then
-          return nil
-        end
-        FIELDS[f][k], p = v, q + 1
-      end
+    local ms, i, c, q = flags == 1, nil, nil, nil
+    local w
+    w, p = varint_at(b, p + 1)
+    local hk = w and (ms and -w or w)
+    local h = HEAD[hk]
+    if h and strfind(s, h, at, true) == at then -- flags, window and index as last encoded
+      i, p = HEAD_INDEX[hk], at + #h
+    elseif w then
+      i, p = varint_at(b, p)
     end
-    local ms, w = flags == 1, SW[k]
+    if i then
+      c, p = varint_at(b, p)
+    end
+    if c then
+      q, p = varint_at(b, p)
+    end
     -- index * w past 2^53 - 1 rounds to >= 2^53: the test is exact
-    if w == 0 or w > (ms and MAX or MAX_WINDOW_S) or SI[k] * w > MAX
+    if not q or w == 0 or w > (ms and MAX or MAX_WINDOW_S) or i * w > MAX
       or (k > 1 and not before(SMS[k - 1], SW[k - 1], ms, w)) then
       return nil
     end
-    SMS[k] = ms
+    SMS[k], SW[k], SI[k], SC[k], SP[k] = ms, w, i, c, q
   end
   if p ~= n + 1 then
     return nil
@@ -753,8 +773,14 @@ end
 -- counted, then the others still of use, newest first, to eight, sorted by (unit,
 -- window). Its size, and whether it keeps windows the call did not name.
 local function next_state(count, n, ms, now, cost)
-  for k = 1, n do
-    OMS[k], OW[k], OI[k], OC[k], OP[k] = ms, WIN[k], JI[k], JC[k] + cost, JP[k]
+  local held = 0 -- how many of the stored counters the call names
+  for j = 1, n do -- the named windows, in their order (ORDER)
+    local k = ORDER[j]
+    OMS[j], OW[j], OI[j], OC[j], OP[j] = ms, WIN[k], JI[k], JC[k] + cost, JP[k]
+    held = JS[k] and held + 1 or held
+  end
+  if held == count then
+    return n, false -- no other window to keep, and sorted already
   end
   local m, others = n, nil
   for s = 1, count do
@@ -814,12 +840,16 @@ end
 
 ------------------------------------------------------------------------- the commands
 
--- The server's time: (now in seconds or, with ms, in ms; the time in ms).
-local function server_time(ms)
+-- The server's time: now in seconds or, with ms, in ms; and the time in ms when ms or
+-- `want_clock` asks for it (now in seconds alone reads no microseconds).
+local function server_time(ms, want_clock)
   local t = rcall('TIME')
   local sec = t[1]
   if sec ~= last_sec then
     last_sec, last_sec_n = sec, sec + 0
+  end
+  if not (ms or want_clock) then
+    return last_sec_n
   end
   local us = t[2] + 0 -- coerced by arithmetic (cheaper than tonumber)
   local clock = last_sec_n * 1000 + (us - us % 1000) / 1000
@@ -963,6 +993,7 @@ end
 
 -- CHECK, PEEK and REFUND: parse, read the key, judge, write what the mode writes, reply.
 local function limiter(name, mode)
+  local writes = mode == 'check' -- an allowed call counts, and writes an expiry
   return function(keys, a)
     if not rcall then
       bind()
@@ -971,9 +1002,9 @@ local function limiter(name, mode)
     if err or #keys ~= 1 then
       return refuse(name, keys, err)
     end
-    local clock -- the server's time in ms, once read
+    local clock -- the server's time in ms, once read (a CHECK's write needs it)
     if not now then
-      now, clock = server_time(ms)
+      now, clock = server_time(ms, writes)
     end
     local key = keys[1]
     local v, count = rpcall('GET', key), 0
@@ -984,7 +1015,7 @@ local function limiter(name, mode)
       end
     end
     local allowed = judge(count, n, ms, now, cost)
-    if mode == 'check' then
+    if writes then
       if allowed then
         local e = write_counted(key, count, n, ms, now, cost, clock or server_ms())
         if e then

@@ -8,7 +8,9 @@
 //!   server with the module only; and a key moved by DUMP/RESTORE between a server with
 //!   only the module and one with only the library (`enable-module-command no`);
 //! * the cap on waits (2^53 - 1) at the extremes, in both;
-//! * `slidingwindow_version` is the crate's version.
+//! * `slidingwindow_version` is the crate's version;
+//! * states the module wrote, mutated (bytes changed, cut, inserted, overlong varints),
+//!   read and counted alike by both.
 
 #[macro_use]
 mod support;
@@ -18,7 +20,7 @@ use support::lua::{
     self, canon, differential, encode, fcall, load_library, module_cmd, Ctr, Gen, Invoke, Op, Side,
     Tally, ERROR_KINDS, MAX,
 };
-use support::{Kind, Server};
+use support::{Kind, Rng, Server};
 
 on_every_server!(
     module_and_library_agree,
@@ -29,6 +31,7 @@ on_every_server!(
     expiries_past_2_53_ms_are_kept_exactly,
     version_is_the_crate_version,
     refund_gives_back_newest_first,
+    mutated_states_answer_as_the_module,
 );
 
 /// Steps of the differential per server; the issue asks for at least 10,000 calls.
@@ -636,5 +639,96 @@ fn expiries_past_2_53_ms_are_kept_exactly(kind: Kind) {
         }
         assert_eq!(got[0], got[1], "{op:?} {args:?}");
         assert_ne!(got[0].1, Some(state.clone()), "{op:?} {args:?} wrote");
+    }
+}
+
+/// One reply, an error reply included (as Value::ServerError).
+fn reply_of(con: &mut redis::Connection, cmd: redis::Cmd) -> Value {
+    let mut p = redis::pipe();
+    p.ignore_errors().add_command(cmd);
+    let mut v: Vec<Value> = p.query(con).unwrap();
+    v.remove(0)
+}
+
+/// The library's decode reads a counter's flags, window and index in one comparison when
+/// they are the head it last encoded for that window, and its varints otherwise: states
+/// the module wrote for the same calls (so those heads are cached), mutated, must be read
+/// as the module reads them (PEEK DETAILS: the same counts, or the same refusal), and an
+/// allowed CHECK on them must reply and write the same bytes.
+fn mutated_states_answer_as_the_module(kind: Kind) {
+    let s = Server::start(kind, &[]);
+    let mut c = s.connection();
+    load_library(&mut c);
+    let now = 1_796_000_000u64;
+    let calls: Vec<Vec<String>> = [
+        vec!["100", "3600"],
+        vec!["100", "3600", "LIMIT", "50", "60", "LIMIT", "10", "1"],
+        vec!["100", "3600000", "MS"],
+        vec!["1000", "60", "LIMIT", "100000", "86400", "COST", "200"],
+        vec!["5", "1", "LIMIT", "7", "3"],
+    ]
+    .iter()
+    .map(|a| a.iter().map(|x| x.to_string()).collect())
+    .collect();
+    let with_now = |a: &[String], t: u64| -> Vec<Vec<u8>> {
+        let ms = a.iter().any(|x| x == "MS");
+        let mut v: Vec<Vec<u8>> = a.iter().map(|x| x.as_bytes().to_vec()).collect();
+        v.insert(2, (if ms { t * 1000 } else { t }).to_string().into_bytes());
+        v
+    };
+    let mut seeds = Vec::new();
+    for (i, a) in calls.iter().enumerate() {
+        let (km, kl) = (format!("seed:m{i}"), format!("seed:l{i}"));
+        for t in 0..3 {
+            let args = with_now(a, now + t);
+            let _: Value = module_cmd(Op::Check, &km, &args).query(&mut c).unwrap();
+            let _: Value = fcall(Op::Check, &kl, &args).query(&mut c).unwrap();
+        }
+        seeds.push(support::get_raw(&mut c, &km).unwrap());
+    }
+    let mut rng = Rng::new(29);
+    for step in 0..3000 {
+        let mut st = seeds[rng.range(0, seeds.len() as u64 - 1) as usize].clone();
+        let at = rng.range(0, st.len() as u64 - 1) as usize;
+        match rng.range(0, 4) {
+            0 => st[at] = rng.range(0, 255) as u8,
+            1 => st.truncate(at),
+            2 => st.insert(
+                at,
+                [0u8, 0x80, 0x81, 0xff, 1, 127][rng.range(0, 5) as usize],
+            ),
+            3 => st[at] ^= 1 << rng.range(0, 7),
+            _ => {
+                let b = st[at] | 0x80; // the varint's byte continued by an overlong 0
+                st.splice(at..=at, [b, 0]);
+            }
+        }
+        let a = &calls[rng.range(0, calls.len() as u64 - 1) as usize];
+        let mut args = with_now(a, now + 2);
+        args.push(b"DETAILS".to_vec());
+        for k in ["mut:m", "mut:l"] {
+            let _: () = redis::cmd("SET").arg(k).arg(&st).query(&mut c).unwrap();
+        }
+        let m = reply_of(&mut c, module_cmd(Op::Peek, "mut:m", &args));
+        let l = reply_of(&mut c, fcall(Op::Peek, "mut:l", &args));
+        assert_eq!(
+            canon(&m),
+            canon(&l),
+            "{kind} step {step}: PEEK on {st:02x?} {a:?}"
+        );
+        if step % 3 == 0 {
+            let m = reply_of(&mut c, module_cmd(Op::Check, "mut:m", &args));
+            let l = reply_of(&mut c, fcall(Op::Check, "mut:l", &args));
+            assert_eq!(
+                canon(&m),
+                canon(&l),
+                "{kind} step {step}: CHECK on {st:02x?} {a:?}"
+            );
+            assert_eq!(
+                support::get_raw(&mut c, "mut:m"),
+                support::get_raw(&mut c, "mut:l"),
+                "{kind} step {step}: bytes after CHECK on {st:02x?} {a:?}"
+            );
+        }
     }
 }

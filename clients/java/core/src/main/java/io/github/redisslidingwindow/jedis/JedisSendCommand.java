@@ -51,6 +51,11 @@ public final class JedisSendCommand implements SendCommand {
   }
 
   @Override
+  public boolean isCluster() {
+    return cluster != null;
+  }
+
+  @Override
   public Object send(List<String> command) {
     ProtocolCommand name = new Named(command.get(0).getBytes(StandardCharsets.UTF_8));
     String[] args = command.subList(1, command.size()).toArray(new String[0]);

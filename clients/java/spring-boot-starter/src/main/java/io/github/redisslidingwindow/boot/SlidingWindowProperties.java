@@ -85,13 +85,13 @@ public class SlidingWindowProperties {
     private boolean enabled = true;
 
     /** Redis keys held at the most, the least recently used dropped first. */
-    private int maxEntries = io.github.redisslidingwindow.DenyCache.DEFAULT_MAX_ENTRIES;
+    private int maxEntries = 10_000; // DenyCache.DEFAULT_MAX_ENTRIES (a literal for the metadata)
 
     /**
      * The interval between two measurements of the server clock's offset (TIME), which lets a
      * refusal in seconds last its whole interval (0: never measured; never on a cluster).
      */
-    private Duration clockRefresh = io.github.redisslidingwindow.DenyCache.DEFAULT_CLOCK_REFRESH;
+    private Duration clockRefresh = Duration.ofSeconds(10); // DenyCache.DEFAULT_CLOCK_REFRESH
 
     public boolean isEnabled() {
       return enabled;

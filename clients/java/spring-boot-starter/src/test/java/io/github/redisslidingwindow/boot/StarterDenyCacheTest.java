@@ -18,6 +18,7 @@ import java.util.ArrayList;
 import java.util.List;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInstance;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
@@ -46,6 +47,14 @@ class StarterDenyCacheTest {
     if (redis != null) {
       redis.close();
     }
+  }
+
+  @Test
+  void thePropertiesDefaultsAreTheCoresDefaults() {
+    SlidingWindowProperties.DenyCache p = new SlidingWindowProperties().getDenyCache();
+    assertTrue(p.isEnabled());
+    assertEquals(DenyCache.DEFAULT_MAX_ENTRIES, p.getMaxEntries());
+    assertEquals(DenyCache.DEFAULT_CLOCK_REFRESH, p.getClockRefresh());
   }
 
   @ParameterizedTest

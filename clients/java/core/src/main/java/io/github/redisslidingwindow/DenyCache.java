@@ -62,6 +62,8 @@ public final class DenyCache {
     final double origin;
     CompletableFuture<Void> flight;
     int waiters;
+    int tickets; // waiters that may go to Redis at once (the quota an allowed answer left)
+    int direct; // calls on their way to Redis with a ticket
 
     Entry(Spec s, MultiLimitResult result, boolean never, double deadline, double origin) {
       this.limits = s.limits();
@@ -277,8 +279,14 @@ public final class DenyCache {
     return new MultiLimitResult(summary, each, r.governing());
   }
 
-  /** What a call found: a hit's answer, or whether it leads the flight, or a flight to wait for. */
-  private record Enter(MultiLimitResult hit, boolean lead, CompletableFuture<Void> flight) {}
+  /** What {@link #enter} gives a call that goes to Redis with a ticket (in place of a flight). */
+  private static final CompletableFuture<Void> TICKET = new CompletableFuture<>();
+
+  /** What a call found: a hit's answer, or the flight it leads (or TICKET), or one to wait for. */
+  private record Enter(
+      MultiLimitResult hit, CompletableFuture<Void> lead, CompletableFuture<Void> flight) {}
+
+  private static final Enter MISS = new Enter(null, null, null);
 
   private synchronized Enter enter(Spec s) {
     double t = mono.getAsDouble();
@@ -286,7 +294,23 @@ public final class DenyCache {
     int i = find(h, s);
     if (i < 0) {
       misses++;
-      return new Enter(null, false, null);
+      if (s.hasNow()) {
+        return MISS;
+      }
+      // The first call leads a flight; the calls meanwhile wait for its answer.
+      if (h == null) {
+        h = hold(s.key());
+      } else if (h.slots.size() >= MAX_SLOTS_OF_KEY) {
+        Entry gone = h.slots.remove(0);
+        if (gone.flight != null) {
+          gone.flight.completeAsync(() -> null); // woken off the lock
+          gone.flight = null;
+        }
+      }
+      Entry fresh = new Entry(s, null, false, Double.NEGATIVE_INFINITY, t);
+      fresh.flight = new CompletableFuture<>();
+      h.slots.add(fresh);
+      return new Enter(null, fresh.flight, null);
     }
     touch(h);
     Entry e = h.slots.get(i);
@@ -298,18 +322,26 @@ public final class DenyCache {
     } else {
       live = t < e.deadline;
     }
-    if (live) {
+    if (live && e.result != null) {
       hits++;
-      return new Enter(countDown(e.result, s.cost(), elapsedUnits(s, e.origin, t)), false, null);
+      return new Enter(countDown(e.result, s.cost(), elapsedUnits(s, e.origin, t)), null, null);
     }
-    if (s.hasNow()) {
+    if (live || s.hasNow()) {
       misses++;
-      return new Enter(null, false, null);
+      return MISS;
+    }
+    // Ended: what an allowed answer left goes at once, then one call at a time goes to Redis;
+    // the others wait for its answer.
+    if (e.tickets > 0) {
+      e.tickets--;
+      e.direct++;
+      misses++;
+      return new Enter(null, TICKET, null);
     }
     if (e.flight != null) {
       e.waiters++;
       waits++;
-      return new Enter(null, false, e.flight);
+      return new Enter(null, null, e.flight);
     }
     if (e.deadline != Double.NEGATIVE_INFINITY) {
       expired++;
@@ -317,7 +349,7 @@ public final class DenyCache {
     }
     e.flight = new CompletableFuture<>();
     misses++;
-    return new Enter(null, true, null);
+    return new Enter(null, e.flight, null);
   }
 
   private synchronized void left(Spec s) {
@@ -434,28 +466,42 @@ public final class DenyCache {
   }
 
   private void done(
-      Spec s, boolean lead, MultiLimitResult r, long clearsSeen, double tSend, double tRecv) {
+      Spec s,
+      CompletableFuture<Void> led,
+      MultiLimitResult r,
+      long clearsSeen,
+      double tSend,
+      double tRecv) {
     List<CompletableFuture<Void>> woken = new ArrayList<>();
     synchronized (this) {
       Held h = keys.get(s.key());
       int i = find(h, s);
+      Entry e = i >= 0 ? h.slots.get(i) : null;
+      CompletableFuture<Void> lead = led;
+      if (lead == TICKET) {
+        lead = null;
+        if (e != null && e.direct > 0) {
+          e.direct--;
+        }
+      }
+      if (lead != null && e != null && e.flight == lead) {
+        e.flight = null;
+      }
       if (r != null && !r.allowed() && !r.degraded() && clearsSeen == clears) {
         boolean never = r.retryAfter() < 0;
         double dl = never ? Double.POSITIVE_INFINITY : deadline(s, r, tSend, clock);
         double origin = s.hasNow() ? s.now() : tRecv;
         Entry fresh = new Entry(s, r, never, dl, origin);
+        if (e != null) {
+          // another call's flight (one that is still on its way) goes on
+          fresh.flight = e.flight;
+          fresh.waiters = e.waiters;
+          fresh.direct = e.direct;
+        }
         if (h == null) {
           h = hold(s.key());
         }
         if (i >= 0) {
-          Entry old = h.slots.get(i);
-          fresh.waiters = old.waiters;
-          if (lead) {
-            wake(old, woken);
-          } else {
-            fresh.flight = old.flight;
-            old.flight = null;
-          }
           h.slots.set(i, fresh);
         } else {
           if (h.slots.size() >= MAX_SLOTS_OF_KEY) {
@@ -466,15 +512,24 @@ public final class DenyCache {
         touch(h);
         stored++;
         evict(woken);
-      } else if (lead && i >= 0) {
-        Entry e = h.slots.get(i);
-        if (r == null || r.degraded() || e.waiters == 0) {
+      } else if (e != null && e.deadline == Double.NEGATIVE_INFINITY) {
+        boolean over = r == null || r.degraded() || e.waiters == 0;
+        if (lead != null && !over) {
+          // Allowed with calls waiting: as many as the quota left go at once (less those on
+          // their way already).
+          long left = r.summary().remaining() / s.cost() - e.direct;
+          e.tickets = (int) Math.max(0, Math.min(e.waiters, left));
+        }
+        if (over && e.flight == null && e.direct == 0) {
+          // allowed with nobody waiting, failed or degraded: nothing to remember
           h.slots.remove(i);
           if (h.slots.isEmpty()) {
             keys.remove(h.key);
           }
         }
-        wake(e, woken);
+      }
+      if (lead != null) {
+        woken.add(lead);
       }
     }
     complete(woken);
@@ -496,7 +551,7 @@ public final class DenyCache {
         forget(s.key());
       }
     }
-    boolean lead = false;
+    CompletableFuture<Void> lead = null;
     for (; ; ) {
       Enter e = enter(s);
       if (e.hit() != null) {
@@ -564,7 +619,7 @@ public final class DenyCache {
       Supplier<CompletableFuture<MultiLimitResult>> call,
       Supplier<CompletableFuture<Object>> time,
       boolean consult) {
-    boolean lead = false;
+    CompletableFuture<Void> lead = null;
     if (consult) {
       Enter e = enter(s);
       if (e.hit() != null) {
@@ -582,7 +637,7 @@ public final class DenyCache {
       }
       lead = e.lead();
     }
-    boolean led = lead;
+    CompletableFuture<Void> led = lead;
     long clearsSeen = clears();
     double tSend = mono.getAsDouble();
     CompletableFuture<MultiLimitResult> f;

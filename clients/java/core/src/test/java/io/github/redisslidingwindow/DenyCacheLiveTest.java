@@ -366,6 +366,54 @@ class DenyCacheLiveTest {
     }
   }
 
+  /**
+   * 20 concurrent first calls on a fresh key (limit 10) send one call and wait for it; its allowed
+   * answer leaves 9, so 9 of the waiters go to Redis at once, one more leads the next flight and is
+   * refused, and that refusal answers the other 9: 11 CHECKs (more when the woken calls run late),
+   * exactly 10 allowed.
+   */
+  @ParameterizedTest
+  @EnumSource(Adapter.class)
+  void concurrentFirstCallsShareOneCallAndTheQuotaLeftGoesAtOnce(Adapter a) throws Exception {
+    Gated g = gated(a);
+    RateLimiter l = RateLimiter.builder(g).denyCache(new DenyCache(100, Duration.ZERO)).build();
+    String id = id();
+    int n = 20;
+    g.arm();
+    long before = checks();
+    List<CompletableFuture<LimitResult>> fs = new ArrayList<>();
+    ExecutorService pool = Executors.newFixedThreadPool(n);
+    try {
+      for (int i = 0; i < n; i++) {
+        fs.add(
+            a == Adapter.LETTUCE_ASYNC
+                ? l.checkAsync(id, 10, 3600, CallOptions.defaults())
+                : CompletableFuture.supplyAsync(() -> l.check(id, 10, 3600), pool));
+      }
+      assertTrue(g.held.await(10, TimeUnit.SECONDS), "the lead's CHECK was sent");
+      await(() -> l.denyCache().stats().waits() == n - 1, "the other calls wait for the flight");
+      assertEquals(0, checks() - before, "the lead's call is held: nothing sent yet");
+      g.release.countDown();
+      int allowed = 0;
+      for (CompletableFuture<LimitResult> f : fs) {
+        LimitResult r = f.get(30, TimeUnit.SECONDS);
+        assertFalse(r.degraded());
+        allowed += r.allowed() ? 1 : 0;
+      }
+      assertEquals(10, allowed, a + ": allowed of " + n);
+      // 11 when the woken calls run at once; a call woken late may lead a flight of its own
+      // after the previous one ended allowed (its quota taken by calls still on their way).
+      long sent = checks() - before;
+      DenyCache.Stats st = l.denyCache().stats();
+      assertTrue(sent >= 11 && sent <= n, a + ": " + sent + " CHECKs, " + st);
+      assertEquals(n, sent + st.hits(), a + ": each call sent or a hit, " + st);
+      System.out.println(a + ": 20 concurrent first calls sent " + sent + " CHECKs, " + st);
+    } finally {
+      g.release.countDown();
+      pool.shutdownNow();
+    }
+  }
+
   /** The cache holds at most maxEntries keys and lets the least recently used go first. */
   @Test
   void boundedLeastRecentlyUsedFirst() {

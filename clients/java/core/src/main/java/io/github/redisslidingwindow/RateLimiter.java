@@ -22,6 +22,7 @@ public final class RateLimiter {
   private final boolean failOpen;
   private final Chooser chooser;
   private final Circuit circuit;
+  private final DenyCache cache;
 
   private RateLimiter(Builder b) {
     this.sender = b.sender;
@@ -29,6 +30,35 @@ public final class RateLimiter {
     this.failOpen = b.failOpen;
     this.chooser = new Chooser(b.backend);
     this.circuit = new Circuit(b.failOpen, b.probeInterval, b.onError);
+    this.cache = b.denyCache;
+  }
+
+  private RateLimiter(RateLimiter l, DenyCache cache) {
+    this.sender = l.sender;
+    this.prefix = l.prefix;
+    this.failOpen = l.failOpen;
+    this.chooser = l.chooser;
+    this.circuit = l.circuit;
+    this.cache = cache;
+  }
+
+  /** The deny cache (null when off, the default of a limiter built without one). */
+  public DenyCache denyCache() {
+    return cache;
+  }
+
+  /**
+   * This limiter with another deny cache (null: without one): the same connection, backend, circuit
+   * and options. The middlewares use it to give a limiter without a cache a default one (and shadow
+   * mode none).
+   */
+  public RateLimiter withDenyCache(DenyCache c) {
+    return c == cache ? this : new RateLimiter(this, c);
+  }
+
+  /** Whether an outage allows (fail-open). */
+  public boolean failsOpen() {
+    return failOpen;
   }
 
   public static Builder builder(SendCommand sender) {
@@ -43,6 +73,7 @@ public final class RateLimiter {
     private Backend backend = Backend.AUTO;
     private Consumer<RuntimeException> onError = e -> {};
     private java.time.Duration probeInterval = java.time.Duration.ofSeconds(1);
+    private DenyCache denyCache;
 
     private Builder(SendCommand sender) {
       this.sender = Objects.requireNonNull(sender);
@@ -77,6 +108,16 @@ public final class RateLimiter {
         throw new IllegalArgumentException("probe interval must be non-negative");
       }
       this.probeInterval = d;
+      return this;
+    }
+
+    /**
+     * Answers refusals from this cache until Redis could allow the same request (null, the default:
+     * every call goes to Redis; the starter's filter and the gateway's limiter give a limiter
+     * without one a default {@code new DenyCache()}).
+     */
+    public Builder denyCache(DenyCache c) {
+      this.denyCache = c;
       return this;
     }
 
@@ -197,11 +238,36 @@ public final class RateLimiter {
   private MultiLimitResult decide(Op op, String id, List<Limit> limits, CallOptions o, boolean ms) {
     validate(limits, o);
     Wire w = Wire.call(op, key(id), limits, o.cost(), ms, o.now(), true);
-    Object reply = send(w);
-    if (reply == UNAVAILABLE) {
-      return MultiLimitResult.unavailable(failOpen, limits, ms);
+    java.util.function.Supplier<MultiLimitResult> direct =
+        () -> {
+          Object reply = send(w);
+          if (reply == UNAVAILABLE) {
+            return MultiLimitResult.unavailable(failOpen, limits, ms);
+          }
+          return Replies.decision(reply, limits, o.cost(), ms);
+        };
+    if (cache == null || op == Op.PEEK) {
+      return direct.get();
     }
-    return Replies.decision(reply, limits, o.cost(), ms);
+    if (circuit.isDown()) {
+      // During an outage the cache is emptied and bypassed: the circuit answers as without it,
+      // and a server that comes back may have lost its counts.
+      cache.clear();
+      return direct.get();
+    }
+    DenyCache.Spec s = new DenyCache.Spec(w.key(), limits, ms, o.now(), o.cost());
+    return cache.run(s, direct, clock(), op == Op.REFUND);
+  }
+
+  private static final List<String> TIME = List.of("TIME");
+
+  /** How the deny cache reads the server's TIME (null on a cluster: no one clock). */
+  private java.util.function.Supplier<Object> clock() {
+    return sender.isCluster() ? null : () -> sender.send(TIME);
+  }
+
+  private java.util.function.Supplier<CompletableFuture<Object>> clockAsync(AsyncSendCommand a) {
+    return sender.isCluster() ? null : () -> a.sendAsync(TIME);
   }
 
   private LimitResult one(Op op, String id, long limit, long window, CallOptions o) {
@@ -309,9 +375,19 @@ public final class RateLimiter {
     return Replies.isAllowed(reply);
   }
 
-  /** Deletes the key; an outage is thrown. */
+  /** Deletes the key (and its deny-cache entries); an outage is thrown. */
   public void reset(String id) {
-    sender.send(List.of("DEL", key(id)));
+    String key = key(id);
+    if (cache != null) {
+      cache.forget(key);
+    }
+    try {
+      sender.send(List.of("DEL", key));
+    } finally {
+      if (cache != null) {
+        cache.forget(key);
+      }
+    }
   }
 
   // Without blocking: on an AsyncSendCommand (Lettuce's adapters) each call is a future completed
@@ -361,13 +437,31 @@ public final class RateLimiter {
   private CompletableFuture<MultiLimitResult> decideAsync(
       Op op, String id, List<Limit> limits, CallOptions o, boolean ms) {
     validate(limits, o);
+    if (!(sender instanceof AsyncSendCommand async)) {
+      try {
+        return CompletableFuture.completedFuture(decide(op, id, limits, o, ms));
+      } catch (RuntimeException e) {
+        return CompletableFuture.failedFuture(e);
+      }
+    }
     Wire w = Wire.call(op, key(id), limits, o.cost(), ms, o.now(), true);
-    return sendAsync(w)
-        .thenApply(
-            reply ->
-                reply == UNAVAILABLE
-                    ? MultiLimitResult.unavailable(failOpen, limits, ms)
-                    : Replies.decision(reply, limits, o.cost(), ms));
+    java.util.function.Supplier<CompletableFuture<MultiLimitResult>> direct =
+        () ->
+            sendAsync(w)
+                .thenApply(
+                    reply ->
+                        reply == UNAVAILABLE
+                            ? MultiLimitResult.unavailable(failOpen, limits, ms)
+                            : Replies.decision(reply, limits, o.cost(), ms));
+    if (cache == null || op == Op.PEEK) {
+      return direct.get();
+    }
+    if (circuit.isDown()) {
+      cache.clear();
+      return direct.get();
+    }
+    DenyCache.Spec s = new DenyCache.Spec(w.key(), limits, ms, o.now(), o.cost());
+    return cache.runAsync(s, direct, clockAsync(async), op == Op.REFUND);
   }
 
   private CompletableFuture<LimitResult> oneAsync(

@@ -11,4 +11,12 @@ import java.util.List;
 @FunctionalInterface
 public interface SendCommand {
   Object send(List<String> command);
+
+  /**
+   * Whether this routes commands over a cluster's nodes (then the deny cache never reads the
+   * server's clock: the nodes need not share one).
+   */
+  default boolean isCluster() {
+    return false;
+  }
 }

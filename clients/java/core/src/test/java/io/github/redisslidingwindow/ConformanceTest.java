@@ -24,7 +24,6 @@ import java.util.Set;
 import java.util.TreeSet;
 import java.util.function.Function;
 import java.util.stream.Stream;
-import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.DynamicTest;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestFactory;
@@ -37,8 +36,13 @@ import org.junit.jupiter.api.TestFactory;
 class ConformanceTest {
   private static final ObjectMapper JSON = new ObjectMapper();
   private static final Set<String> DRIVEN =
-      Set.of("commands.json", "replies.json", "headers.json", "identity.json", "rates.json");
-  private static final Set<String> TODO = Set.of("deny_cache.json");
+      Set.of(
+          "commands.json",
+          "replies.json",
+          "headers.json",
+          "identity.json",
+          "rates.json",
+          "deny_cache.json");
 
   private static Path dir() {
     return Repo.root().resolve("conformance");
@@ -482,17 +486,83 @@ class ConformanceTest {
                     }));
   }
 
-  // -- deny_cache.json: todo --
+  // -- deny_cache.json --
 
+  /**
+   * Each timeline through a limiter with a real DenyCache on a scripted connection: the cache's
+   * clock is the step's {@code at_ms} (advanced by {@code latency_ms} while the call is in flight),
+   * the module's command is answered with the step's {@code redis} reply ({@code "unavailable"}: no
+   * reply, an outage; absent: the call must not be sent, and sending it fails the step), TIME with
+   * the server clock of {@code server_offset_ms}.
+   */
   @TestFactory
   Stream<DynamicTest> denyCache() {
     return replay(
         "deny_cache.json",
         c ->
-            () ->
-                Assumptions.abort(
-                    "todo: the Java client has no DenyCache yet; deny_cache.json is replayed once"
-                        + " it lands"));
+            () -> {
+              double[] clockMs = {0};
+              JsonNode cfg = c.path("cache");
+              DenyCache cache =
+                  new DenyCache(
+                      cfg.path("max_entries").asInt(DenyCache.DEFAULT_MAX_ENTRIES),
+                      java.time.Duration.ofMillis(cfg.path("clock_refresh_ms").asLong(0)),
+                      () -> clockMs[0] / 1000);
+              JsonNode offset = c.get("server_offset_ms");
+              JsonNode[] step = {null};
+              boolean[] sent = {false};
+              SendCommand send =
+                  cmd -> {
+                    String name = cmd.get(0).toUpperCase();
+                    if (name.equals("TIME")) {
+                      if (offset == null) {
+                        throw new IllegalStateException("TIME without a server clock");
+                      }
+                      long us = (long) ((clockMs[0] + offset.asDouble()) * 1000);
+                      return List.of(Long.toString(us / 1_000_000), Long.toString(us % 1_000_000));
+                    }
+                    if (!name.startsWith("SLIDINGWINDOW.")) {
+                      throw new IllegalStateException("unexpected command " + cmd);
+                    }
+                    sent[0] = true;
+                    clockMs[0] += step[0].path("latency_ms").asDouble(0);
+                    JsonNode reply = step[0].get("redis");
+                    if (reply == null) {
+                      throw new IllegalStateException("sent without a scripted reply");
+                    }
+                    if (reply.isTextual() && reply.asText().equals("unavailable")) {
+                      throw new RedisUnavailableException(
+                          "connection refused", new java.net.ConnectException());
+                    }
+                    return value(reply);
+                  };
+              RateLimiter limiter =
+                  RateLimiter.builder(send)
+                      .prefix(c.has("prefix") ? c.get("prefix").asText() : "rate:")
+                      .failOpen(c.path("fail_open").asBoolean(true))
+                      .probeInterval(java.time.Duration.ZERO)
+                      .denyCache(cache)
+                      .build();
+              List<Object> got = new ArrayList<>();
+              ArrayNode want = JsonNodeFactory.instance.arrayNode();
+              for (JsonNode st : c.get("steps")) {
+                step[0] = st;
+                sent[0] = false;
+                clockMs[0] = st.get("at_ms").asDouble();
+                JsonNode result;
+                try {
+                  result = run(limiter, st);
+                } catch (RuntimeException e) {
+                  result = tree(Map.of("error", String.valueOf(e.getMessage())));
+                }
+                Map<String, Object> m = new LinkedHashMap<>();
+                m.put("sent", sent[0]);
+                m.put("result", result);
+                got.add(m);
+                want.add(st.get("expect"));
+              }
+              compare("deny_cache.json", c, tree(got), want);
+            });
   }
 
   @Test
@@ -502,7 +572,7 @@ class ConformanceTest {
       s.map(p -> p.getFileName().toString()).filter(n -> n.endsWith(".json")).forEach(files::add);
     }
     for (String f : files) {
-      assertTrue(DRIVEN.contains(f) || TODO.contains(f), f + " has no driver");
+      assertTrue(DRIVEN.contains(f), f + " has no driver");
     }
   }
 

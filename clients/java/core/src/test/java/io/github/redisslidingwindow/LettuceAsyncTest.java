@@ -103,14 +103,14 @@ class LettuceAsyncTest {
     assertEquals(2, l.countsAsync(id, 3600, o).join().current());
 
     String id2 = id();
-    l.checkLimitsAsync(id2, "2/second;100/minute", o).join();
-    l.checkLimitsAsync(id2, "2/second;100/minute", o).join();
-    MultiLimitResult d = l.checkLimitsAsync(id2, "2/second;100/minute", o).join();
+    l.checkLimitsAsync(id2, "2/minute;100/hour", o).join();
+    l.checkLimitsAsync(id2, "2/minute;100/hour", o).join();
+    MultiLimitResult d = l.checkLimitsAsync(id2, "2/minute;100/hour", o).join();
     assertFalse(d.allowed());
     assertEquals(0, d.governing());
     assertTrue(d.limits().get(1).allowed());
     // two counted: a peek answers the estimate with this request
-    assertEquals(3, l.peekLimitsAsync(id2, "100/minute", o).join().summary().count());
+    assertEquals(3, l.peekLimitsAsync(id2, "100/hour", o).join().summary().count());
   }
 
   @ParameterizedTest

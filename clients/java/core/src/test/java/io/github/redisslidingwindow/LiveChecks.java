@@ -60,18 +60,18 @@ final class LiveChecks {
   }
 
   static void severalLimits(RateLimiter l, String id) {
-    MultiLimitResult a = l.checkLimits(id, "2/second;100/minute", CallOptions.defaults());
+    MultiLimitResult a = l.checkLimits(id, "2/minute;100/hour", CallOptions.defaults());
     assertTrue(a.allowed());
     assertTrue(a.ms());
     assertEquals(2, a.limits().size());
-    assertEquals(0, a.governing(), "fewest remaining: the 2/second limit");
-    l.checkLimits(id, "2/second;100/minute", CallOptions.defaults());
-    MultiLimitResult d = l.checkLimits(id, "2/second;100/minute", CallOptions.defaults());
+    assertEquals(0, a.governing(), "fewest remaining: the 2/minute limit");
+    l.checkLimits(id, "2/minute;100/hour", CallOptions.defaults());
+    MultiLimitResult d = l.checkLimits(id, "2/minute;100/hour", CallOptions.defaults());
     assertFalse(d.allowed());
     assertEquals(0, d.governing());
     assertFalse(d.limits().get(0).allowed());
-    assertTrue(d.limits().get(1).allowed(), "the minute limit alone would allow");
-    assertTrue(d.retryAfter() > 0 && d.retryAfter() <= 1000, "ms: " + d.retryAfter());
+    assertTrue(d.limits().get(1).allowed(), "the hour limit alone would allow");
+    assertTrue(d.retryAfter() > 0 && d.retryAfter() <= 60_000, "ms: " + d.retryAfter());
     assertEquals(2, d.limits().get(1).count(), "a denied call counts nothing");
   }
 

@@ -49,12 +49,18 @@ public final class TestCluster implements AutoCloseable {
 
   /** {@code masters} primaries, each with {@code replicas} replicas. */
   public static TestCluster start(int masters, int replicas) throws Exception {
+    return start(masters, replicas, TestServer.Kind.MODULE);
+  }
+
+  /** Of this kind of server (MODULE or LIBRARY_ONLY). */
+  public static TestCluster start(int masters, int replicas, TestServer.Kind kind)
+      throws Exception {
     List<TestServer> nodes = new ArrayList<>();
     try {
       for (int i = 0; i < masters * (1 + replicas); i++) {
         nodes.add(
             TestServer.start(
-                TestServer.Kind.MODULE,
+                kind,
                 freePortPair(),
                 List.of(
                     "--cluster-enabled",

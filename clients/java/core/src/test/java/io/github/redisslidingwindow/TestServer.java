@@ -160,6 +160,53 @@ public final class TestServer implements AutoCloseable {
     }
   }
 
+  /**
+   * The {@code calls} of a command in this server's INFO commandstats ({@code slidingwindow.check},
+   * {@code fcall}, {@code time}, ...), 0 when it was never called.
+   */
+  public long calls(String command) throws IOException {
+    try (Socket s = new Socket()) {
+      s.connect(new InetSocketAddress("127.0.0.1", port), 1000);
+      s.setSoTimeout(5000);
+      OutputStream out = s.getOutputStream();
+      out.write("INFO commandstats\r\n".getBytes(StandardCharsets.US_ASCII));
+      out.flush();
+      InputStream in = s.getInputStream();
+      StringBuilder head = new StringBuilder();
+      for (int c; (c = in.read()) != '\n'; ) {
+        if (c < 0) {
+          throw new IOException("no reply to INFO");
+        }
+        head.append((char) c);
+      }
+      if (head.charAt(0) != '$') {
+        throw new IOException("INFO: " + head);
+      }
+      int n = Integer.parseInt(head.substring(1).strip());
+      String info = new String(in.readNBytes(n), StandardCharsets.UTF_8);
+      String prefix = "cmdstat_" + command.toLowerCase(java.util.Locale.ROOT) + ":calls=";
+      for (String line : info.split("\r?\n")) {
+        if (line.startsWith(prefix)) {
+          return Long.parseLong(line.substring(prefix.length(), line.indexOf(',')));
+        }
+      }
+      return 0;
+    }
+  }
+
+  /** The server process's id (for signals: SIGSTOP, SIGCONT). */
+  public long pid() {
+    return process.pid();
+  }
+
+  /** Sends a signal by name (STOP, CONT) to the server process. */
+  public void signal(String name) throws IOException, InterruptedException {
+    Process k = new ProcessBuilder("kill", "-" + name, Long.toString(pid())).inheritIO().start();
+    if (k.waitFor() != 0) {
+      throw new IOException("kill -" + name + " " + pid() + " failed");
+    }
+  }
+
   @Override
   public void close() throws InterruptedException {
     process.destroy();

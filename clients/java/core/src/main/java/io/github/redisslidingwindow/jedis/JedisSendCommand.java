@@ -17,6 +17,7 @@ import redis.clients.jedis.RedisClusterClient;
 import redis.clients.jedis.UnifiedJedis;
 import redis.clients.jedis.commands.ProtocolCommand;
 import redis.clients.jedis.exceptions.JedisBroadcastException;
+import redis.clients.jedis.exceptions.JedisClusterOperationException;
 import redis.clients.jedis.exceptions.JedisConnectionException;
 import redis.clients.jedis.exceptions.JedisDataException;
 
@@ -51,6 +52,11 @@ public final class JedisSendCommand implements SendCommand {
   }
 
   @Override
+  public boolean isCluster() {
+    return cluster != null;
+  }
+
+  @Override
   public Object send(List<String> command) {
     ProtocolCommand name = new Named(command.get(0).getBytes(StandardCharsets.UTF_8));
     String[] args = command.subList(1, command.size()).toArray(new String[0]);
@@ -70,6 +76,11 @@ public final class JedisSendCommand implements SendCommand {
       }
     } catch (JedisConnectionException e) {
       throw new RedisUnavailableException(String.valueOf(e.getMessage()), e);
+    } catch (JedisClusterOperationException e) {
+      // A cluster call that got no reply within its attempts (a primary stopped: "No more cluster
+      // attempts left", "Cluster retry deadline exceeded"): an outage, as a refused connection.
+      Throwable cause = e.getCause() != null ? e.getCause() : e;
+      throw new RedisUnavailableException(e.getMessage() + ": " + cause.getMessage(), e);
     } catch (JedisBroadcastException e) {
       throw broadcastError(e);
     } catch (JedisDataException e) {

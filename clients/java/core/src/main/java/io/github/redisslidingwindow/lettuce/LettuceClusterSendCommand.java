@@ -77,6 +77,11 @@ public final class LettuceClusterSendCommand implements AsyncSendCommand {
   }
 
   @Override
+  public boolean isCluster() {
+    return true;
+  }
+
+  @Override
   public Object send(List<String> command) {
     ProtocolKeyword name = new Named(command.get(0).getBytes(StandardCharsets.UTF_8));
     int keyIndex = Routing.keyIndex(command);

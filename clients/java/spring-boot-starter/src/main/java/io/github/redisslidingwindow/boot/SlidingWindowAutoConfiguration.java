@@ -1,6 +1,7 @@
 package io.github.redisslidingwindow.boot;
 
 import io.github.redisslidingwindow.DecisionListener;
+import io.github.redisslidingwindow.DenyCache;
 import io.github.redisslidingwindow.RateLimiter;
 import io.github.redisslidingwindow.SendCommand;
 import io.lettuce.core.AbstractRedisClient;
@@ -135,15 +136,43 @@ public class SlidingWindowAutoConfiguration {
     return uri;
   }
 
+  /** The deny cache (off with {@code slidingwindow.deny-cache.enabled=false}). */
   @Bean
   @ConditionalOnMissingBean
-  RateLimiter slidingWindowLimiter(SlidingWindowProperties props, SendCommand sender) {
+  @ConditionalOnProperty(
+      prefix = "slidingwindow.deny-cache",
+      name = "enabled",
+      matchIfMissing = true)
+  DenyCache slidingWindowDenyCache(SlidingWindowProperties props) {
+    return new DenyCache(
+        props.getDenyCache().getMaxEntries(), props.getDenyCache().getClockRefresh());
+  }
+
+  @Bean
+  @ConditionalOnMissingBean
+  RateLimiter slidingWindowLimiter(
+      SlidingWindowProperties props, SendCommand sender, ObjectProvider<DenyCache> cache) {
     return RateLimiter.builder(sender)
         .prefix(props.getPrefix())
         .failOpen(props.isFailOpen())
         .backend(props.getBackend())
         .probeInterval(props.getProbeInterval())
+        .denyCache(props.getDenyCache().isEnabled() ? cache.getIfUnique() : null)
         .build();
+  }
+
+  /**
+   * The limiter the middlewares ask: without a deny cache when it is off; else the limiter's own
+   * cache, or the starter's when the limiter has none.
+   */
+  static RateLimiter withCache(RateLimiter limiter, boolean enabled, DenyCache cache) {
+    if (!enabled) {
+      return limiter.withDenyCache(null);
+    }
+    if (limiter.denyCache() != null || cache == null) {
+      return limiter;
+    }
+    return limiter.withDenyCache(cache);
   }
 
   /** The Micrometer counters, when Micrometer is there and the application has a registry. */
@@ -153,9 +182,15 @@ public class SlidingWindowAutoConfiguration {
     @Bean
     @ConditionalOnMissingBean
     DecisionListener slidingWindowMetrics(
-        ObjectProvider<MeterRegistry> registry, RateLimiter limiter) {
+        ObjectProvider<MeterRegistry> registry,
+        RateLimiter limiter,
+        SlidingWindowProperties props,
+        ObjectProvider<DenyCache> cache) {
       MeterRegistry r = registry.getIfUnique();
-      return r == null ? DecisionListener.NONE : new MicrometerDecisionListener(r, limiter);
+      return r == null
+          ? DecisionListener.NONE
+          : new MicrometerDecisionListener(
+              r, withCache(limiter, props.getDenyCache().isEnabled(), cache.getIfUnique()));
     }
   }
 
@@ -177,9 +212,13 @@ public class SlidingWindowAutoConfiguration {
         RateLimiter limiter,
         SlidingWindowProperties props,
         RequestKeyResolver keys,
-        ObjectProvider<DecisionListener> listener) {
+        ObjectProvider<DecisionListener> listener,
+        ObjectProvider<DenyCache> cache) {
       return new SlidingWindowFilter(
-          limiter, props, keys, listener.getIfUnique(() -> DecisionListener.NONE));
+          withCache(limiter, props.getDenyCache().isEnabled(), cache.getIfUnique()),
+          props,
+          keys,
+          listener.getIfUnique(() -> DecisionListener.NONE));
     }
   }
 }

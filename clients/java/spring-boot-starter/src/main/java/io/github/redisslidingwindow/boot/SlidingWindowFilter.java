@@ -2,6 +2,7 @@ package io.github.redisslidingwindow.boot;
 
 import io.github.redisslidingwindow.CallOptions;
 import io.github.redisslidingwindow.DecisionListener;
+import io.github.redisslidingwindow.DenyCache;
 import io.github.redisslidingwindow.Headers;
 import io.github.redisslidingwindow.Identity;
 import io.github.redisslidingwindow.Limit;
@@ -40,7 +41,9 @@ import org.springframework.web.util.pattern.PathPatternParser;
  * RateLimit}, and the request goes no further. An allowed request carries the last policy's
  * headers. An outage answers as the limiter's circuit says (fail-open: passes, without headers);
  * another error (no library and no right to load it, an error reply) is logged and the request
- * passes.
+ * passes. Refusals are answered from the limiter's deny cache (a default one when it has none)
+ * until Redis could allow again, unless {@code slidingwindow.deny-cache.enabled} is false or the
+ * filter is in shadow mode.
  */
 public class SlidingWindowFilter extends OncePerRequestFilter implements Ordered {
   private static final Logger LOG = Logger.getLogger("slidingwindow");
@@ -75,7 +78,17 @@ public class SlidingWindowFilter extends OncePerRequestFilter implements Ordered
       SlidingWindowProperties properties,
       RequestKeyResolver keys,
       DecisionListener listener) {
-    this.limiter = Objects.requireNonNull(limiter);
+    // Shadow mode counts every request: it never answers from a deny cache. Otherwise the
+    // limiter's own cache when it has one, else a default one (the other clients' middlewares
+    // do the same), unless slidingwindow.deny-cache.enabled is false.
+    SlidingWindowProperties.DenyCache dc = properties.getDenyCache();
+    if (properties.getFilter().isShadow() || !dc.isEnabled()) {
+      this.limiter = limiter.withDenyCache(null);
+    } else if (limiter.denyCache() == null) {
+      this.limiter = limiter.withDenyCache(new DenyCache(dc.getMaxEntries(), dc.getClockRefresh()));
+    } else {
+      this.limiter = limiter;
+    }
     this.policies = compile(properties.getPolicies());
     this.keys = Objects.requireNonNull(keys);
     this.listener = Objects.requireNonNull(listener);

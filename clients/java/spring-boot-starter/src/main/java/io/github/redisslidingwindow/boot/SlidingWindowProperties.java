@@ -64,6 +64,8 @@ public class SlidingWindowProperties {
 
   private final Filter filter = new Filter();
 
+  private final DenyCache denyCache = new DenyCache();
+
   /** The policies the servlet filter applies, each to the requests it matches. */
   private List<Policy> policies = new ArrayList<>();
 
@@ -71,6 +73,49 @@ public class SlidingWindowProperties {
     IDENTITY,
     IP,
     HEADER
+  }
+
+  /**
+   * The exact deny cache of the limiter, the filter and the gateway's limiter: a refusal is
+   * answered without Redis until the instant Redis could first allow the same request (never
+   * early); concurrent calls on one refused key share one call. Never used in shadow mode.
+   */
+  public static class DenyCache {
+    /** Whether refusals are answered from the cache (false: every request goes to Redis). */
+    private boolean enabled = true;
+
+    /** Redis keys held at the most, the least recently used dropped first. */
+    private int maxEntries = 10_000; // DenyCache.DEFAULT_MAX_ENTRIES (a literal for the metadata)
+
+    /**
+     * The interval between two measurements of the server clock's offset (TIME), which lets a
+     * refusal in seconds last its whole interval (0: never measured; never on a cluster).
+     */
+    private Duration clockRefresh = Duration.ofSeconds(10); // DenyCache.DEFAULT_CLOCK_REFRESH
+
+    public boolean isEnabled() {
+      return enabled;
+    }
+
+    public void setEnabled(boolean enabled) {
+      this.enabled = enabled;
+    }
+
+    public int getMaxEntries() {
+      return maxEntries;
+    }
+
+    public void setMaxEntries(int maxEntries) {
+      this.maxEntries = maxEntries;
+    }
+
+    public Duration getClockRefresh() {
+      return clockRefresh;
+    }
+
+    public void setClockRefresh(Duration clockRefresh) {
+      this.clockRefresh = clockRefresh;
+    }
   }
 
   /** The servlet filter. */
@@ -267,6 +312,10 @@ public class SlidingWindowProperties {
 
   public void setIpv6Prefix(int ipv6Prefix) {
     this.ipv6Prefix = ipv6Prefix;
+  }
+
+  public DenyCache getDenyCache() {
+    return denyCache;
   }
 
   public Filter getFilter() {

@@ -1,8 +1,10 @@
 package io.github.redisslidingwindow.gateway;
 
 import io.github.redisslidingwindow.DecisionListener;
+import io.github.redisslidingwindow.DenyCache;
 import io.github.redisslidingwindow.RateLimiter;
 import org.springframework.beans.factory.ObjectProvider;
+import org.springframework.beans.factory.annotation.Value;
 import org.springframework.boot.autoconfigure.AutoConfiguration;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnBean;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
@@ -18,7 +20,8 @@ import org.springframework.context.annotation.Bean;
  * core {@link RateLimiter} (the one the Spring Boot starter makes from {@code spring.data.redis.*}
  * and {@code slidingwindow.*}, or the application's own), unless the application declares its own.
  * Before the gateway's auto-configuration, whose {@code RequestRateLimiter} filter factory is only
- * made when a rate limiter bean exists by then.
+ * made when a rate limiter bean exists by then. Its deny cache is the limiter's (the starter's
+ * {@code DenyCache} bean), off with {@code slidingwindow.deny-cache.enabled=false}.
  */
 @AutoConfiguration(
     afterName = "io.github.redisslidingwindow.boot.SlidingWindowAutoConfiguration",
@@ -32,8 +35,18 @@ public class SlidingWindowGatewayAutoConfiguration {
   SlidingWindowRateLimiter slidingWindowRateLimiter(
       RateLimiter limiter,
       ConfigurationService configurationService,
-      ObjectProvider<DecisionListener> listener) {
-    return new SlidingWindowRateLimiter(limiter, configurationService)
-        .listener(listener.getIfUnique(() -> DecisionListener.NONE));
+      ObjectProvider<DecisionListener> listener,
+      ObjectProvider<DenyCache> cache,
+      @Value("${slidingwindow.deny-cache.enabled:true}") boolean denyCache) {
+    SlidingWindowRateLimiter l =
+        new SlidingWindowRateLimiter(limiter, configurationService)
+            .listener(listener.getIfUnique(() -> DecisionListener.NONE));
+    DenyCache c = cache.getIfUnique();
+    if (!denyCache) {
+      l.denyCache(null);
+    } else if (limiter.denyCache() == null && c != null) {
+      l.denyCache(c); // the starter's (the one its metrics count)
+    }
+    return l;
   }
 }

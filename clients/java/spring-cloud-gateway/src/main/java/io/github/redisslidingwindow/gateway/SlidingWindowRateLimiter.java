@@ -2,6 +2,7 @@ package io.github.redisslidingwindow.gateway;
 
 import io.github.redisslidingwindow.CallOptions;
 import io.github.redisslidingwindow.DecisionListener;
+import io.github.redisslidingwindow.DenyCache;
 import io.github.redisslidingwindow.Headers;
 import io.github.redisslidingwindow.Limit;
 import io.github.redisslidingwindow.MultiLimitResult;
@@ -34,12 +35,15 @@ import reactor.core.scheduler.Schedulers;
  * connection) each call goes through the limiter's async path and blocks no thread; on another
  * (Jedis) the blocking call runs on {@code Schedulers.boundedElastic()} unless another scheduler is
  * given. An outage answers as the core limiter's circuit says (allowed and degraded by default,
- * without headers; denied with {@code failOpen(false)}).
+ * without headers; denied with {@code failOpen(false)}). Refusals are answered from a deny cache
+ * until Redis could allow the same request again (the core limiter's own, else a default one;
+ * {@link #denyCache(DenyCache) denyCache(null)} turns it off).
  */
 public class SlidingWindowRateLimiter extends AbstractRateLimiter<SlidingWindowRateLimiter.Config> {
   public static final String CONFIGURATION_PROPERTY_NAME = "sliding-window-rate-limiter";
 
-  private final RateLimiter limiter;
+  private final RateLimiter base;
+  private volatile RateLimiter limiter;
   private final Scheduler scheduler;
   private volatile DecisionListener listener = DecisionListener.NONE;
 
@@ -50,8 +54,19 @@ public class SlidingWindowRateLimiter extends AbstractRateLimiter<SlidingWindowR
   public SlidingWindowRateLimiter(
       RateLimiter limiter, ConfigurationService configurationService, Scheduler scheduler) {
     super(Config.class, CONFIGURATION_PROPERTY_NAME, configurationService);
-    this.limiter = Objects.requireNonNull(limiter);
+    this.base = Objects.requireNonNull(limiter);
+    this.limiter = limiter.denyCache() != null ? limiter : limiter.withDenyCache(new DenyCache());
     this.scheduler = Objects.requireNonNull(scheduler);
+  }
+
+  /**
+   * The deny cache refusals are answered from (null: none, every request goes to Redis). By default
+   * the core limiter's own, or a {@code new DenyCache()} when it has none, as the other clients'
+   * middlewares do.
+   */
+  public SlidingWindowRateLimiter denyCache(DenyCache cache) {
+    this.limiter = base.withDenyCache(cache);
+    return this;
   }
 
   /**
@@ -63,7 +78,7 @@ public class SlidingWindowRateLimiter extends AbstractRateLimiter<SlidingWindowR
     return this;
   }
 
-  /** The core limiter this bean asks (its mode, its circuit). */
+  /** The core limiter this bean asks (its mode, its circuit, its deny cache). */
   public RateLimiter limiter() {
     return limiter;
   }

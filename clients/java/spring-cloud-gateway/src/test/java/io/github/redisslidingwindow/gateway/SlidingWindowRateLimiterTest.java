@@ -81,6 +81,44 @@ class SlidingWindowRateLimiterTest {
   }
 
   /**
+   * The deny cache is on by default: 20 requests on one refused identity cost Redis 3 CHECKs (2
+   * allowed, the refusal that is then cached), and every one answers the same; {@code
+   * denyCache(null)} sends all 20. Through the async path (Lettuce) and the blocking one.
+   */
+  @Test
+  void denyCacheByDefaultAndOff() throws Exception {
+    LettuceSendCommand lettuce = new LettuceSendCommand(connection);
+    RateLimiter blocking = RateLimiter.builder(lettuce::send).build();
+    for (RateLimiter core : List.of(core(), blocking)) {
+      for (boolean cached : new boolean[] {true, false}) {
+        SlidingWindowRateLimiter l = gatewayLimiter(core);
+        if (!cached) {
+          l.denyCache(null);
+        }
+        assertEquals(cached, l.limiter().denyCache() != null);
+        l.getConfig().put("r", new SlidingWindowRateLimiter.Config().setRates("2/minute"));
+        String id = UUID.randomUUID().toString();
+        long before = server.calls("slidingwindow.check");
+        int refused = 0;
+        for (int i = 0; i < 20; i++) {
+          Response r = ask(l, "r", id);
+          if (!r.isAllowed()) {
+            refused++;
+            long retry = Long.parseLong(r.getHeaders().get("Retry-After"));
+            assertTrue(retry >= 1 && retry <= 60, "Retry-After " + retry);
+          }
+        }
+        String label = (core.isAsync() ? "async" : "blocking") + ", cache " + cached;
+        assertEquals(18, refused, label);
+        assertEquals(
+            cached ? 3 : 20,
+            server.calls("slidingwindow.check") - before,
+            label + ": CHECKs Redis saw for 20 requests");
+      }
+    }
+  }
+
+  /**
    * The async path (Lettuce) answers on Lettuce's I/O thread; a blocking sender's call runs on the
    * scheduler (boundedElastic), never on the subscriber's thread. Both count the same.
    */

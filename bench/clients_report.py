@@ -23,7 +23,7 @@ def _m(values: list[float], digits: int) -> str:
 
 
 def client_bench(app: str) -> str:
-    """bench/results/<app>.json (make bench-<app>, clients/go/bench's harness): the traffic
+    """bench/results/<app>.json (make bench-<app>, bench/harness): the traffic
     table and the overshoot table."""
     path = RESULTS / f"{app}.json"
     if not path.exists():

@@ -4,7 +4,7 @@ PORT    ?= 6379
 PYTHON  ?= python3
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: help build build-fault run stop test test-limits test-node test-go deps-go lint deps deps-system deps-valgrind deps-python bench-deps bench bench-quick bench-lua bench-java-app bench-go-app clean
+.PHONY: help build build-fault run stop test test-limits test-node test-go deps-go lint deps deps-system deps-valgrind deps-python bench-deps bench bench-quick bench-lua bench-java-app bench-go-app bench-node-app clean
 .PHONY: accuracy accuracy-quick
 
 help: ## List every target with its purpose
@@ -151,6 +151,7 @@ bench: build bench-deps ## Server time, throughput, latency and memory against I
 	$(PYTHON) bench/gateway_flood.py
 	$(MAKE) bench-lua
 	$(MAKE) bench-node
+	$(MAKE) bench-node-e2e
 	$(MAKE) bench-rust
 	$(MAKE) bench-go
 	$(MAKE) bench-python
@@ -213,6 +214,22 @@ JAVA_BENCH = -app-name java -app-cmd "java -Xmx256m -XX:+UseSerialGC -jar $(CURD
 bench-java: build bench-java-app ## Java: Spring Cloud Gateway with our RateLimiter vs RedisRateLimiter and bucket4j (req/s, p99, Redis and CPU per request; overshoot of 4 gateways on one identity) -> bench/results/java.json
 	$(HARNESS) -rounds 3 $(JAVA_BENCH)
 
+# The Node apps through the same harness (clients/node/bench/app.ts): Express 5 with
+# express-rate-limit (our store vs rate-limit-redis) and Fastify 5 with @fastify/rate-limit
+# (our store vs its built-in Redis store on ioredis); CPU per request at 1000 req/s.
+BENCH_NODE_APP := $(CURDIR)/clients/node/build/bench/app.js
+NODE_BENCH = -app-name node-e2e -app-cmd "node $(BENCH_NODE_APP)" \
+	-variants express-none,express-slidingwindow,express-rate-limit-redis,fastify-none,fastify-slidingwindow,fastify-redis \
+	-overshoot-variants express-slidingwindow,express-rate-limit-redis,fastify-slidingwindow,fastify-redis \
+	-instances 4 -rate 1000 -warmup 2s
+.PHONY: bench-node-app bench-node-e2e
+bench-node-app: ## The Node bench app (npm ci, build): clients/node/build/bench/app.js, one Express or Fastify app per process for the harness
+	@command -v npm >/dev/null || { echo "npm is missing: install Node.js 18+ (with npm)"; exit 1; }
+	cd clients/node && npm ci --no-audit --no-fund && npm run build
+	@echo $(BENCH_NODE_APP)
+bench-node-e2e: build bench-node-app ## Node: Express + express-rate-limit (ours vs rate-limit-redis), Fastify + @fastify/rate-limit (ours vs its Redis store): req/s, p99, Redis and CPU per request, overshoot -> bench/results/node-e2e.json
+	$(HARNESS) $(NODE_BENCH) $(NODE_BENCH_ARGS)
+
 .PHONY: bench-node
 bench-node: build ## Node: Express req/s and Redis server time per request, our store vs rate-limit-redis -> bench/results/node.*
 	@command -v npm >/dev/null || { echo "npm is missing: install Node.js 18+ (with npm)"; exit 1; }
@@ -223,6 +240,8 @@ bench-quick: build bench-deps ## The same benchmark, small: runs in CI so it can
 	$(MAKE) bench-go-app
 	$(HARNESS) -quick $(GO_BENCH)
 	$(HARNESS) -quick $(PYTHON_BENCH)
+	$(MAKE) bench-node-app
+	$(HARNESS) -quick $(NODE_BENCH)
 	$(PYTHON) bench/lua_paths.py --quick
 
 .PHONY: bench-lua

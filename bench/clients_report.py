@@ -15,7 +15,12 @@ NAMES = {"none": "no limiter", "slidingwindow": "ours", "slidingwindow-nocache":
          "redis": "RedisRateLimiter", "bucket4j": "bucket4j",
          "asgi-none": "FastAPI, no limiter", "asgi-slidingwindow": "FastAPI + ours (ASGI)",
          "asgi-slowapi": "FastAPI + slowapi", "wsgi-none": "Flask, no limiter",
-         "wsgi-slidingwindow": "Flask + ours (WSGI)", "wsgi-flask-limiter": "Flask + flask-limiter"}
+         "wsgi-slidingwindow": "Flask + ours (WSGI)", "wsgi-flask-limiter": "Flask + flask-limiter",
+         "express-none": "Express, no limiter", "express-slidingwindow":
+         "Express + ours (express-rate-limit)", "express-rate-limit-redis":
+         "Express + rate-limit-redis", "fastify-none": "Fastify, no limiter",
+         "fastify-slidingwindow": "Fastify + ours (@fastify/rate-limit)",
+         "fastify-redis": "Fastify + its Redis store"}
 
 
 def _m(values: list[float], digits: int) -> str:

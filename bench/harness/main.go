@@ -1,5 +1,5 @@
-// Command harness (make bench-go, bench-python, bench-java) measures a rate limiter
-// in an HTTP app against its peers, in the same app on the same Redis:
+// Command harness (make bench-go, bench-python, bench-java, bench-node-e2e) measures a rate
+// limiter in an HTTP app against its peers, in the same app on the same Redis:
 //
 //   - requests/s and p50/p99 at 32 connections, the Redis server time per request (INFO
 //     commandstats), and the app's CPU per request at a fixed, unsaturated rate (from
@@ -12,7 +12,7 @@
 // Ours runs on a server with the module and once on one without it (the library, loaded
 // by the client). The apps are other programs keeping launcher's contract (procs.go):
 // clients/go/bench (the Go client's middleware against httprate-redis and redis_rate),
-// clients/python/bench/app.py, clients/java/bench. Writes
+// clients/python/bench/app.py, clients/java/bench, clients/node/bench/app.ts. Writes
 // bench/results/<app-name>.json; bench/readme_blocks.py renders it.
 //
 //	go run . -app-name go -app-cmd /path/to/go-app -variants none,slidingwindow,... [-quick] [-out path]
@@ -104,7 +104,7 @@ func main() {
 	out := flag.String("out", "", "the JSON to write (default bench/results/<app-name>.json; -quick: target/bench-<app-name>-quick.json)")
 	flag.Parse()
 	if *name == "" || *cmd == "" {
-		fmt.Fprintln(os.Stderr, "bench: -app-name and -app-cmd are needed (see the Makefile's bench-go, bench-python, bench-java)")
+		fmt.Fprintln(os.Stderr, "bench: -app-name and -app-cmd are needed (see the Makefile's bench-go, bench-python, bench-java, bench-node-e2e)")
 		os.Exit(2)
 	}
 	o := options{rounds: *rounds, conns: 32, duration: 3 * time.Second, rate: 2000,

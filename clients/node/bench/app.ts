@@ -1,0 +1,104 @@
+/**
+ * One app of the client benchmark: bench/harness (`make bench-node-e2e`) starts it as
+ *
+ *     node build/bench/app.js <variant> <redis host:port> <limit> <window s>
+ *
+ * and it prints `PORT n` once it listens on 127.0.0.1:n, then serves GET / ("ok") behind
+ * the variant's limiter, keyed by the X-Id header, answering 429 with Retry-After when
+ * refused. Every limiter gets the same limit per window and the same ioredis client at its
+ * defaults; ours runs at its defaults (the deny cache on).
+ *
+ *   express-none               Express 5, no limiter
+ *   express-slidingwindow      express-rate-limit 8 + our SlidingWindowStore
+ *   express-rate-limit-redis   express-rate-limit 8 + rate-limit-redis (its EVALSHA script)
+ *   fastify-none               Fastify 5, no limiter
+ *   fastify-slidingwindow      @fastify/rate-limit 11 + our fastifyStore
+ *   fastify-redis              @fastify/rate-limit 11 + its built-in Redis store (ioredis)
+ *
+ * BENCH_CPU_PROF=dir: the app writes a V8 CPU profile there when the harness stops it
+ * (SIGTERM/SIGINT; the harness's SIGKILL leaves none: profile with `harness load`).
+ */
+import IORedis from 'ioredis';
+
+export const VARIANTS = ['express-none', 'express-slidingwindow', 'express-rate-limit-redis',
+  'fastify-none', 'fastify-slidingwindow', 'fastify-redis'] as const;
+export type Variant = (typeof VARIANTS)[number];
+
+interface Listening { port: number; close(): Promise<void> }
+
+function header(value: string | string[] | undefined): string {
+  return typeof value === 'string' ? value : value?.[0] ?? '';
+}
+
+async function express(variant: Variant, redis: IORedis, limit: number, windowS: number): Promise<Listening> {
+  const make = (await import('express')).default;
+  const app = make();
+  if (variant !== 'express-none') {
+    const { rateLimit } = await import('express-rate-limit');
+    let store;
+    if (variant === 'express-slidingwindow') {
+      const { SlidingWindowStore } = await import('../src');
+      store = new SlidingWindowStore({ client: redis });
+    } else {
+      const { RedisStore } = await import('rate-limit-redis');
+      store = new RedisStore({ sendCommand: (command: string, ...args: string[]) => redis.call(command, ...args) as never });
+    }
+    app.use(rateLimit({ windowMs: windowS * 1000, limit, standardHeaders: 'draft-8', legacyHeaders: false,
+      keyGenerator: (req) => header(req.headers['x-id']), store }));
+  }
+  app.get('/', (_req, res) => { res.send('ok'); });
+  return new Promise((ok, fail) => {
+    const server = app.listen(0, '127.0.0.1', (err?: Error) => {
+      if (err !== undefined) { fail(err); return; }
+      const address = server.address();
+      ok({ port: typeof address === 'object' && address !== null ? address.port : 0,
+        close: () => new Promise((done) => { server.close(() => done()); }) });
+    });
+  });
+}
+
+async function fastify(variant: Variant, redis: IORedis, limit: number, windowS: number): Promise<Listening> {
+  const make = (await import('fastify')).default;
+  const app = make({ logger: false });
+  if (variant !== 'fastify-none') {
+    const rateLimit = (await import('@fastify/rate-limit')).default;
+    const keyGenerator = (req: { headers: Record<string, string | string[] | undefined> }): string => header(req.headers['x-id']);
+    if (variant === 'fastify-slidingwindow') {
+      const { fastifyStore } = await import('../src');
+      await app.register(rateLimit, { max: limit, timeWindow: windowS * 1000, keyGenerator, store: fastifyStore({ client: redis }) });
+    } else {
+      await app.register(rateLimit, { max: limit, timeWindow: windowS * 1000, keyGenerator, redis });
+    }
+  }
+  app.get('/', async () => 'ok');
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  const address = app.server.address();
+  return { port: typeof address === 'object' && address !== null ? address.port : 0, close: () => app.close() };
+}
+
+async function main(argv: string[]): Promise<void> {
+  const [variant, addr, limitText, windowText] = argv;
+  const limit = Number(limitText);
+  const windowS = Number(windowText);
+  const at = addr?.lastIndexOf(':') ?? -1;
+  if (!VARIANTS.includes(variant as Variant) || addr === undefined || at < 0
+    || !Number.isSafeInteger(limit) || limit < 1 || !Number.isSafeInteger(windowS) || windowS < 1) {
+    console.error(`app.js <${VARIANTS.join('|')}> <redis host:port> <limit> <window s>`);
+    process.exit(2);
+  }
+  const redis = new IORedis({ host: addr.slice(0, at), port: Number(addr.slice(at + 1)) });
+  await redis.ping();
+  const v = variant as Variant;
+  const app = v.startsWith('express-') ? await express(v, redis, limit, windowS) : await fastify(v, redis, limit, windowS);
+  console.log(`PORT ${app.port}`);
+  const stop = (): void => { void app.close().finally(() => { redis.disconnect(); process.exit(0); }); };
+  process.once('SIGTERM', stop);
+  process.once('SIGINT', stop);
+}
+
+if (require.main === module) {
+  main(process.argv.slice(2)).catch((err: unknown) => {
+    console.error(err);
+    process.exit(1);
+  });
+}

@@ -15,10 +15,27 @@
  *   fastify-slidingwindow      @fastify/rate-limit 11 + our fastifyStore
  *   fastify-redis              @fastify/rate-limit 11 + its built-in Redis store (ioredis)
  *
- * BENCH_CPU_PROF=dir: the app writes a V8 CPU profile there when the harness stops it
- * (SIGTERM/SIGINT; the harness's SIGKILL leaves none: profile with `harness load`).
+ * `<variant>-before` (ours only): the same app on another build of this client, the build
+ * directory's `src` in $BENCH_NODE_BEFORE (e.g. a copy of build/src made before a change,
+ * beside a copy of lua/), to measure a change against what it replaced in one alternating
+ * run (the harness gives it no library row: its name does not end in "slidingwindow").
+ *
+ * Under `node --cpu-prof` the app writes its profile when stopped by SIGTERM or SIGINT
+ * (the harness's SIGKILL leaves none: profile a running app loaded by `harness load`).
  */
+import { join } from 'node:path';
 import IORedis from 'ioredis';
+
+type Client = typeof import('../src');
+
+/** Our client: this build's, or the one in $BENCH_NODE_BEFORE for a `-before` variant. */
+function client(before: boolean): Promise<Client> {
+  if (!before) return import('../src');
+  const dir = process.env.BENCH_NODE_BEFORE;
+  if (dir === undefined || dir === '') throw new Error('a -before variant needs BENCH_NODE_BEFORE (a build of this client)');
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  return Promise.resolve(require(join(dir, 'index.js')) as Client);
+}
 
 export const VARIANTS = ['express-none', 'express-slidingwindow', 'express-rate-limit-redis',
   'fastify-none', 'fastify-slidingwindow', 'fastify-redis'] as const;
@@ -30,14 +47,14 @@ function header(value: string | string[] | undefined): string {
   return typeof value === 'string' ? value : value?.[0] ?? '';
 }
 
-async function express(variant: Variant, redis: IORedis, limit: number, windowS: number): Promise<Listening> {
+async function express(variant: Variant, before: boolean, redis: IORedis, limit: number, windowS: number): Promise<Listening> {
   const make = (await import('express')).default;
   const app = make();
   if (variant !== 'express-none') {
     const { rateLimit } = await import('express-rate-limit');
     let store;
     if (variant === 'express-slidingwindow') {
-      const { SlidingWindowStore } = await import('../src');
+      const { SlidingWindowStore } = await client(before);
       store = new SlidingWindowStore({ client: redis });
     } else {
       const { RedisStore } = await import('rate-limit-redis');
@@ -57,14 +74,14 @@ async function express(variant: Variant, redis: IORedis, limit: number, windowS:
   });
 }
 
-async function fastify(variant: Variant, redis: IORedis, limit: number, windowS: number): Promise<Listening> {
+async function fastify(variant: Variant, before: boolean, redis: IORedis, limit: number, windowS: number): Promise<Listening> {
   const make = (await import('fastify')).default;
   const app = make({ logger: false });
   if (variant !== 'fastify-none') {
     const rateLimit = (await import('@fastify/rate-limit')).default;
     const keyGenerator = (req: { headers: Record<string, string | string[] | undefined> }): string => header(req.headers['x-id']);
     if (variant === 'fastify-slidingwindow') {
-      const { fastifyStore } = await import('../src');
+      const { fastifyStore } = await client(before);
       await app.register(rateLimit, { max: limit, timeWindow: windowS * 1000, keyGenerator, store: fastifyStore({ client: redis }) });
     } else {
       await app.register(rateLimit, { max: limit, timeWindow: windowS * 1000, keyGenerator, redis });
@@ -77,19 +94,22 @@ async function fastify(variant: Variant, redis: IORedis, limit: number, windowS:
 }
 
 async function main(argv: string[]): Promise<void> {
-  const [variant, addr, limitText, windowText] = argv;
+  const [named, addr, limitText, windowText] = argv;
+  const before = named?.endsWith('-before') === true;
+  const variant = before ? named!.slice(0, -'-before'.length) : named;
   const limit = Number(limitText);
   const windowS = Number(windowText);
   const at = addr?.lastIndexOf(':') ?? -1;
   if (!VARIANTS.includes(variant as Variant) || addr === undefined || at < 0
+    || (before && !variant!.endsWith('-slidingwindow'))
     || !Number.isSafeInteger(limit) || limit < 1 || !Number.isSafeInteger(windowS) || windowS < 1) {
-    console.error(`app.js <${VARIANTS.join('|')}> <redis host:port> <limit> <window s>`);
+    console.error(`app.js <${VARIANTS.join('|')}>[-before] <redis host:port> <limit> <window s>`);
     process.exit(2);
   }
   const redis = new IORedis({ host: addr.slice(0, at), port: Number(addr.slice(at + 1)) });
   await redis.ping();
   const v = variant as Variant;
-  const app = v.startsWith('express-') ? await express(v, redis, limit, windowS) : await fastify(v, redis, limit, windowS);
+  const app = v.startsWith('express-') ? await express(v, before, redis, limit, windowS) : await fastify(v, before, redis, limit, windowS);
   console.log(`PORT ${app.port}`);
   const stop = (): void => { void app.close().finally(() => { redis.disconnect(); process.exit(0); }); };
   process.once('SIGTERM', stop);

@@ -219,7 +219,7 @@ bench-java: build bench-java-app ## Java: Spring Cloud Gateway with our RateLimi
 # (our store vs its built-in Redis store on ioredis); CPU per request at 1000 req/s.
 BENCH_NODE_APP := $(CURDIR)/clients/node/build/bench/app.js
 NODE_BENCH = -app-name node-e2e -app-cmd "node $(BENCH_NODE_APP)" \
-	-variants express-none,express-slidingwindow,express-rate-limit-redis,fastify-none,fastify-slidingwindow,fastify-redis \
+	-variants express-none,express-slidingwindow,express-slidingwindow-nocache,express-rate-limit-redis,fastify-none,fastify-slidingwindow,fastify-slidingwindow-nocache,fastify-redis \
 	-overshoot-variants express-slidingwindow,express-rate-limit-redis,fastify-slidingwindow,fastify-redis \
 	-instances 4 -rate 1000 -warmup 2s
 .PHONY: bench-node-app bench-node-e2e

@@ -17,9 +17,11 @@ NAMES = {"none": "no limiter", "slidingwindow": "ours", "slidingwindow-nocache":
          "asgi-slowapi": "FastAPI + slowapi", "wsgi-none": "Flask, no limiter",
          "wsgi-slidingwindow": "Flask + ours (WSGI)", "wsgi-flask-limiter": "Flask + flask-limiter",
          "express-none": "Express, no limiter", "express-slidingwindow":
-         "Express + ours (express-rate-limit)", "express-rate-limit-redis":
+         "Express + ours (express-rate-limit)", "express-slidingwindow-nocache":
+         "Express + ours, deny cache off", "express-rate-limit-redis":
          "Express + rate-limit-redis", "fastify-none": "Fastify, no limiter",
          "fastify-slidingwindow": "Fastify + ours (@fastify/rate-limit)",
+         "fastify-slidingwindow-nocache": "Fastify + ours, deny cache off",
          "fastify-redis": "Fastify + its Redis store"}
 
 

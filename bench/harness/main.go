@@ -18,8 +18,8 @@
 //	go run . -app-name go -app-cmd /path/to/go-app -variants none,slidingwindow,... [-quick] [-out path]
 //	go run . -app-name java -app-cmd "java -jar ..." -variants none,slidingwindow,redis \
 //	         -overshoot-variants slidingwindow,redis -instances 4
-//	go run . load <port> <seconds> [rate]   (32 connections on a running app, at a fixed rate
-//	                                         (req/s) if given, e.g. to profile it)
+//	go run . load <port> <seconds> [rate] [hot]   (32 connections on a running app, at a fixed
+//	                          rate (req/s) if given, the hot traffic if asked, e.g. to profile it)
 package main
 
 import (
@@ -87,7 +87,7 @@ type report struct {
 }
 
 func main() {
-	if len(os.Args) > 3 && os.Args[1] == "load" { // load <port> <seconds> [rate]
+	if len(os.Args) > 3 && os.Args[1] == "load" { // load <port> <seconds> [rate] [hot]
 		loadArgs(os.Args[2:])
 		return
 	}
@@ -152,10 +152,14 @@ func loadArgs(a []string) {
 		rate, err3 = strconv.ParseFloat(a[2], 64)
 	}
 	if err1 != nil || err2 != nil || err3 != nil {
-		fmt.Fprintln(os.Stderr, "load <port> <seconds> [rate]")
+		fmt.Fprintln(os.Stderr, "load <port> <seconds> [rate] [hot]")
 		os.Exit(2)
 	}
-	r, err := load([]int{port}, 32, time.Duration(secs)*time.Second, rate, allowedTraffic, false)
+	who := allowedTraffic
+	if len(a) > 3 && a[3] == "hot" {
+		who = hotTraffic
+	}
+	r, err := load([]int{port}, 32, time.Duration(secs)*time.Second, rate, who, false)
 	fmt.Fprintf(os.Stderr, "%d requests, %.0f req/s, p99 %.2f ms, err %v\n", r.requests, float64(r.requests)/r.seconds, r.p99ms, err)
 }
 

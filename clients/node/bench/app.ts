@@ -10,9 +10,11 @@
  *
  *   express-none               Express 5, no limiter
  *   express-slidingwindow      express-rate-limit 8 + our SlidingWindowStore
+ *   express-slidingwindow-nocache  the same with the store's deny cache off
  *   express-rate-limit-redis   express-rate-limit 8 + rate-limit-redis (its EVALSHA script)
  *   fastify-none               Fastify 5, no limiter
  *   fastify-slidingwindow      @fastify/rate-limit 11 + our fastifyStore
+ *   fastify-slidingwindow-nocache  the same with the store's deny cache off
  *   fastify-redis              @fastify/rate-limit 11 + its built-in Redis store (ioredis)
  *
  * `<variant>-before` (ours only): the same app on another build of this client, the build
@@ -37,8 +39,8 @@ function client(before: boolean): Promise<Client> {
   return Promise.resolve(require(join(dir, 'index.js')) as Client);
 }
 
-export const VARIANTS = ['express-none', 'express-slidingwindow', 'express-rate-limit-redis',
-  'fastify-none', 'fastify-slidingwindow', 'fastify-redis'] as const;
+export const VARIANTS = ['express-none', 'express-slidingwindow', 'express-slidingwindow-nocache', 'express-rate-limit-redis',
+  'fastify-none', 'fastify-slidingwindow', 'fastify-slidingwindow-nocache', 'fastify-redis'] as const;
 export type Variant = (typeof VARIANTS)[number];
 
 interface Listening { port: number; close(): Promise<void> }
@@ -53,9 +55,9 @@ async function express(variant: Variant, before: boolean, redis: IORedis, limit:
   if (variant !== 'express-none') {
     const { rateLimit } = await import('express-rate-limit');
     let store;
-    if (variant === 'express-slidingwindow') {
+    if (variant === 'express-slidingwindow' || variant === 'express-slidingwindow-nocache') {
       const { SlidingWindowStore } = await client(before);
-      store = new SlidingWindowStore({ client: redis });
+      store = new SlidingWindowStore({ client: redis, denyCache: variant === 'express-slidingwindow' });
     } else {
       const { RedisStore } = await import('rate-limit-redis');
       store = new RedisStore({ sendCommand: (command: string, ...args: string[]) => redis.call(command, ...args) as never });
@@ -80,9 +82,10 @@ async function fastify(variant: Variant, before: boolean, redis: IORedis, limit:
   if (variant !== 'fastify-none') {
     const rateLimit = (await import('@fastify/rate-limit')).default;
     const keyGenerator = (req: { headers: Record<string, string | string[] | undefined> }): string => header(req.headers['x-id']);
-    if (variant === 'fastify-slidingwindow') {
+    if (variant === 'fastify-slidingwindow' || variant === 'fastify-slidingwindow-nocache') {
       const { fastifyStore } = await client(before);
-      await app.register(rateLimit, { max: limit, timeWindow: windowS * 1000, keyGenerator, store: fastifyStore({ client: redis }) });
+      const store = fastifyStore({ client: redis, denyCache: variant === 'fastify-slidingwindow' });
+      await app.register(rateLimit, { max: limit, timeWindow: windowS * 1000, keyGenerator, store });
     } else {
       await app.register(rateLimit, { max: limit, timeWindow: windowS * 1000, keyGenerator, redis });
     }
@@ -101,7 +104,7 @@ async function main(argv: string[]): Promise<void> {
   const windowS = Number(windowText);
   const at = addr?.lastIndexOf(':') ?? -1;
   if (!VARIANTS.includes(variant as Variant) || addr === undefined || at < 0
-    || (before && !variant!.endsWith('-slidingwindow'))
+    || (before && !variant!.includes('-slidingwindow'))
     || !Number.isSafeInteger(limit) || limit < 1 || !Number.isSafeInteger(windowS) || windowS < 1) {
     console.error(`app.js <${VARIANTS.join('|')}>[-before] <redis host:port> <limit> <window s>`);
     process.exit(2);

@@ -4,7 +4,7 @@ PORT    ?= 6379
 PYTHON  ?= python3
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: help build build-fault run stop test test-limits test-node test-go deps-go lint deps deps-system deps-valgrind deps-python bench-deps bench bench-quick bench-lua bench-java-app clean
+.PHONY: help build build-fault run stop test test-limits test-node test-go deps-go lint deps deps-system deps-valgrind deps-python bench-deps bench bench-quick bench-lua bench-java-app bench-go-app bench-node-app clean
 .PHONY: accuracy accuracy-quick
 
 help: ## List every target with its purpose
@@ -84,15 +84,17 @@ test: deps-system deps-valgrind build build-fault deps-python ## Every test: uni
 	$(MAKE) test-java-bench
 	@$(SEED_NOTE)
 
-deps-go: ## The Go client's, its examples' and its bench's modules (go mod download from the module proxy)
+deps-go: ## The Go client's, its examples' and its bench app's modules, and the bench harness's (bench/harness) (go mod download from the module proxy)
 	@command -v go >/dev/null || { echo "go is missing: install Go 1.23+"; exit 1; }
 	cd clients/go && go mod download && cd examples && go mod download && cd ../bench && go mod download
+	cd bench/harness && go mod download
 
 test-go: build deps-go ## The Go client (clients/go): go vet, go test -race on real servers, each fuzz target for 3 s; the chi/gin/echo examples (clients/go/examples, their own module) over HTTP on a module server
 	cd clients/go && go vet ./... && SLIDINGWINDOW_REPO=$(CURDIR) go test -race -count=1 ./...
 	cd clients/go && for f in FuzzParseLimits FuzzParseReply; do go test -run '^$$' -fuzz "^$$f$$" -fuzztime=3s . || exit 1; done
 	cd clients/go/examples && go vet ./... && SLIDINGWINDOW_REPO=$(CURDIR) go test -count=1 ./...
-	cd clients/go/bench && go vet ./... && go test -count=1 ./...
+	cd clients/go/bench && go vet ./...
+	cd bench/harness && go vet ./... && go test -count=1 ./...
 
 test-node: build ## The Node client (clients/node): npm ci from the lockfile, then its tests on every server (test-node-install's included)
 	@command -v npm >/dev/null || { echo "npm is missing: install Node.js 18+ (with npm)"; exit 1; }
@@ -137,6 +139,8 @@ lint: ## cargo fmt --check, clippy -D warnings, mypy --strict on the Python clie
 	cd clients/node && { [ -d node_modules ] || npm ci --no-audit --no-fund; } && npm run lint
 	cd clients/go && test -z "$$(gofmt -l .)" || { gofmt -l .; echo "gofmt: the files above are not formatted"; exit 1; }
 	cd clients/go && go vet ./... && cd examples && go vet ./... && cd ../bench && go vet ./...
+	cd bench/harness && test -z "$$(gofmt -l .)" || { gofmt -l .; echo "gofmt: the files above are not formatted"; exit 1; }
+	cd bench/harness && go vet ./...
 	cd clients/java && mvn -B -q -Pbench spotless:check
 
 bench-deps: ## The benchmark's Python tools (bench/requirements.txt)
@@ -147,6 +151,7 @@ bench: build bench-deps ## Server time, throughput, latency and memory against I
 	$(PYTHON) bench/gateway_flood.py
 	$(MAKE) bench-lua
 	$(MAKE) bench-node
+	$(MAKE) bench-node-e2e
 	$(MAKE) bench-rust
 	$(MAKE) bench-go
 	$(MAKE) bench-python
@@ -158,9 +163,23 @@ bench: build bench-deps ## Server time, throughput, latency and memory against I
 bench-rust: build ## Rust: the tower layer in an axum app vs no limiter and tower_governor (req/s, p99, Redis server time, CPU per request; the Node store's CPU beside it when clients/node is built) -> bench/results/rust.*
 	cargo run --profile bench-client -p slidingwindow-client-bench -- $(RUST_BENCH_ARGS)
 
+# The client benchmarks' harness (bench/harness, a Go module of its own): it starts the
+# Redis servers and the apps (`<cmd> <variant> <redis addr> <limit> <window s>`, "PORT n"),
+# loads them, and writes bench/results/<app-name>.json (-quick: target/bench-<name>-quick.json).
+HARNESS = cd bench/harness && go run .
+
+# The Go app (clients/go/bench, a module of its own so that the client's go.mod names no
+# peer): net/http behind ours, httprate-redis or redis_rate, built once per run.
+BENCH_GO_APP := $(CURDIR)/target/bench-go-app
+.PHONY: bench-go-app
+bench-go-app: ## The Go bench app's binary (net/http behind none, ours, httprate-redis or redis_rate) -> target/bench-go-app
+	cd clients/go/bench && go build -o $(BENCH_GO_APP) .
+GO_BENCH = -app-name go -app-cmd $(BENCH_GO_APP) \
+	-variants none,slidingwindow,slidingwindow-nocache,httprate-redis,redis_rate \
+	-overshoot-variants slidingwindow,httprate-redis,redis_rate
 .PHONY: bench-go
-bench-go: build ## Go: the net/http middleware vs httprate-redis and redis_rate v10 (req/s, p99, Redis and CPU per request; overshoot of 8 apps on one identity judged by an exact log) -> bench/results/go.json
-	cd clients/go/bench && go run . $(GO_BENCH_ARGS)
+bench-go: build bench-go-app ## Go: the net/http middleware vs httprate-redis and redis_rate v10 (req/s, p99, Redis and CPU per request; overshoot of 8 apps on one identity judged by an exact log) -> bench/results/go.json
+	$(HARNESS) $(GO_BENCH) $(GO_BENCH_ARGS)
 
 # The Python middlewares through the same harness (clients/python/bench/app.py): FastAPI on
 # uvicorn and Flask on werkzeug's threaded server, ours against slowapi and flask-limiter on
@@ -170,7 +189,7 @@ PYTHON_BENCH = -app-name python -app-cmd "$(PYTHON) $(CURDIR)/clients/python/ben
 	-overshoot-variants asgi-slidingwindow,asgi-slowapi -instances 4 -rate 200 -warmup 1s
 .PHONY: bench-python
 bench-python: build ## Python: our ASGI middleware vs slowapi (FastAPI), our WSGI middleware vs flask-limiter (Flask): req/s, p99, Redis and CPU per request, overshoot -> bench/results/python.json
-	cd clients/go/bench && go run . -rounds 3 $(PYTHON_BENCH)
+	$(HARNESS) -rounds 3 $(PYTHON_BENCH)
 
 # The Java bench app (clients/java/bench, the parent's bench profile): one Spring Cloud Gateway
 # per process for the bench harness, `java -jar JAR <variant> <redis host:port> <limit> <window>`.
@@ -193,7 +212,23 @@ JAVA_BENCH = -app-name java -app-cmd "java -Xmx256m -XX:+UseSerialGC -jar $(CURD
 	-instances 4 -rate 1000 -warmup 5s -allowed-limit 1000000
 .PHONY: bench-java
 bench-java: build bench-java-app ## Java: Spring Cloud Gateway with our RateLimiter vs RedisRateLimiter and bucket4j (req/s, p99, Redis and CPU per request; overshoot of 4 gateways on one identity) -> bench/results/java.json
-	cd clients/go/bench && go run . -rounds 3 $(JAVA_BENCH)
+	$(HARNESS) -rounds 3 $(JAVA_BENCH)
+
+# The Node apps through the same harness (clients/node/bench/app.ts): Express 5 with
+# express-rate-limit (our store vs rate-limit-redis) and Fastify 5 with @fastify/rate-limit
+# (our store vs its built-in Redis store on ioredis); CPU per request at 1000 req/s.
+BENCH_NODE_APP := $(CURDIR)/clients/node/build/bench/app.js
+NODE_BENCH = -app-name node-e2e -app-cmd "node $(BENCH_NODE_APP)" \
+	-variants express-none,express-slidingwindow,express-slidingwindow-nocache,express-rate-limit-redis,fastify-none,fastify-slidingwindow,fastify-slidingwindow-nocache,fastify-redis \
+	-overshoot-variants express-slidingwindow,express-rate-limit-redis,fastify-slidingwindow,fastify-redis \
+	-instances 4 -rate 1000 -warmup 2s
+.PHONY: bench-node-app bench-node-e2e
+bench-node-app: ## The Node bench app (npm ci, build): clients/node/build/bench/app.js, one Express or Fastify app per process for the harness
+	@command -v npm >/dev/null || { echo "npm is missing: install Node.js 18+ (with npm)"; exit 1; }
+	cd clients/node && npm ci --no-audit --no-fund && npm run build
+	@echo $(BENCH_NODE_APP)
+bench-node-e2e: build bench-node-app ## Node: Express + express-rate-limit (ours vs rate-limit-redis), Fastify + @fastify/rate-limit (ours vs its Redis store): req/s, p99, Redis and CPU per request, overshoot -> bench/results/node-e2e.json
+	$(HARNESS) $(NODE_BENCH) $(NODE_BENCH_ARGS)
 
 .PHONY: bench-node
 bench-node: build ## Node: Express req/s and Redis server time per request, our store vs rate-limit-redis -> bench/results/node.*
@@ -202,8 +237,11 @@ bench-node: build ## Node: Express req/s and Redis server time per request, our 
 
 bench-quick: build bench-deps ## The same benchmark, small: runs in CI so it cannot rot
 	$(PYTHON) bench/bench.py --quick $(BENCH_ARGS)
-	cd clients/go/bench && go run . -quick
-	cd clients/go/bench && go run . -quick $(PYTHON_BENCH)
+	$(MAKE) bench-go-app
+	$(HARNESS) -quick $(GO_BENCH)
+	$(HARNESS) -quick $(PYTHON_BENCH)
+	$(MAKE) bench-node-app
+	$(HARNESS) -quick $(NODE_BENCH)
 	$(PYTHON) bench/lua_paths.py --quick
 
 .PHONY: bench-lua

@@ -15,7 +15,14 @@ NAMES = {"none": "no limiter", "slidingwindow": "ours", "slidingwindow-nocache":
          "redis": "RedisRateLimiter", "bucket4j": "bucket4j",
          "asgi-none": "FastAPI, no limiter", "asgi-slidingwindow": "FastAPI + ours (ASGI)",
          "asgi-slowapi": "FastAPI + slowapi", "wsgi-none": "Flask, no limiter",
-         "wsgi-slidingwindow": "Flask + ours (WSGI)", "wsgi-flask-limiter": "Flask + flask-limiter"}
+         "wsgi-slidingwindow": "Flask + ours (WSGI)", "wsgi-flask-limiter": "Flask + flask-limiter",
+         "express-none": "Express, no limiter", "express-slidingwindow":
+         "Express + ours (express-rate-limit)", "express-slidingwindow-nocache":
+         "Express + ours, deny cache off", "express-rate-limit-redis":
+         "Express + rate-limit-redis", "fastify-none": "Fastify, no limiter",
+         "fastify-slidingwindow": "Fastify + ours (@fastify/rate-limit)",
+         "fastify-slidingwindow-nocache": "Fastify + ours, deny cache off",
+         "fastify-redis": "Fastify + its Redis store"}
 
 
 def _m(values: list[float], digits: int) -> str:
@@ -23,7 +30,7 @@ def _m(values: list[float], digits: int) -> str:
 
 
 def client_bench(app: str) -> str:
-    """bench/results/<app>.json (make bench-<app>, clients/go/bench's harness): the traffic
+    """bench/results/<app>.json (make bench-<app>, bench/harness): the traffic
     table and the overshoot table."""
     path = RESULTS / f"{app}.json"
     if not path.exists():

@@ -265,6 +265,7 @@ BLOCKS: dict[str, Callable[[], str]] = {
     "go-bench": lambda: clients_report.client_bench("go"),
     "python-bench": lambda: clients_report.client_bench("python"),
     "java-bench": lambda: clients_report.client_bench("java"),
+    "node-e2e-bench": lambda: clients_report.client_bench("node-e2e"),
     "lua-paths-ir": lambda: (RESULTS / "lua_paths_ir.md").read_text().strip(),
     "lua-paths-time": lambda: (RESULTS / "lua_paths.md").read_text().strip(),
     "lua-sizing": _lua_sizing,

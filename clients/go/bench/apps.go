@@ -1,8 +1,8 @@
 package main
 
-// The Go app under load: one net/http server per child process (`bench serve ...`), GET /
-// answering "ok" behind one of the limiters, keyed by the X-Id header. Any other app that
-// keeps the same contract can be measured too (see external in main.go).
+// The Go app under load: one net/http server per process, started by bench/harness as
+// `bench <variant> <redis addr> <limit> <window s>`, GET / answering "ok" behind one of
+// the limiters, keyed by the X-Id header.
 
 import (
 	"context"

@@ -136,8 +136,8 @@ function ioPrefixed(prefix: string | undefined, args: readonly string[]): readon
 }
 
 function ioCall(redis: IoRedisLike, args: readonly string[]): Promise<unknown> {
-  const a = ioPrefixed(redis.options?.keyPrefix, args);
-  return redis.call(a[0]!, ...a.slice(1));
+  // apply: the arguments as they are, without a copy of all but the name (ioredis copies them itself).
+  return (redis.call as (...a: readonly string[]) => Promise<unknown>).apply(redis, ioPrefixed(redis.options?.keyPrefix, args) as string[]);
 }
 
 /** node-redis rejects the commands it had written when the socket closes. */

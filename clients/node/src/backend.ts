@@ -129,9 +129,40 @@ export class BackendState {
    * One call of `op` on `key` through `sender`; resolves to its reply. `primaries` reaches
    * every primary (for the version check and the load).
    */
-  async call(sender: Sender, primaries: Primaries, op: Op, key: string, args: readonly string[]): Promise<unknown> {
+  call(sender: Sender, primaries: Primaries, op: Op, key: string, args: readonly string[]): Promise<unknown> {
+    const mode = this.mode;
+    if (mode === undefined) return this.attempts(sender, primaries, op, key, args, 1);
+    // The mode is known (every call but the first and those after a fault): one command,
+    // and what its failure needs is done by recover().
+    const seen = this.generation;
+    let sent: Promise<unknown>;
+    try {
+      sent = sender.send(key, wire(mode, op, key, args), FUNCTIONS[op][1] && mode !== 'eval');
+    } catch (err) {
+      sent = Promise.reject(err);
+    }
+    return sent.then(this.confirm, (err: unknown) => this.recover(err, mode, seen, sender, primaries, op, key, args));
+  }
+
+  private readonly confirm = (reply: unknown): unknown => {
+    this.confirmed = true;
+    return reply;
+  };
+
+  /** The first attempt's failure, in `mode`, sent after detection `seen`: as attempts() handles it. */
+  private async recover(err: unknown, mode: Mode, seen: number, sender: Sender, primaries: Primaries, op: Op,
+    key: string, args: readonly string[]): Promise<unknown> {
+    if (mode === 'eval' && noscript(err)) return this.evalBody(sender, op, key, args);
+    if (!this.gone(err, mode)) throw err;
+    if (this.generation === seen) await this.find(primaries, seen);
+    return this.attempts(sender, primaries, op, key, args, 2);
+  }
+
+  /** The calls from `first` on (the first: the mode to be found; the second: after a fault). */
+  private async attempts(sender: Sender, primaries: Primaries, op: Op, key: string, args: readonly string[],
+    first: number): Promise<unknown> {
     const readonly = FUNCTIONS[op][1];
-    for (let attempt = 1; ; attempt++) {
+    for (let attempt = first; ; attempt++) {
       const mode = this.mode ?? await this.find(primaries, this.generation);
       const seen = this.generation; // the detection this call is sent after
       try {
@@ -139,18 +170,20 @@ export class BackendState {
         this.confirmed = true;
         return reply;
       } catch (err) {
-        if (mode === 'eval' && noscript(err)) {
-          // SCRIPT FLUSH or a restart: the body once, which also caches it for EVALSHA.
-          const reply = await sender.send(key, ['EVAL', LIBRARY_BODY, '1', key, FUNCTIONS[op][0], ...args], false);
-          this.confirmed = true;
-          return reply;
-        }
+        if (mode === 'eval' && noscript(err)) return this.evalBody(sender, op, key, args);
         if (attempt === 2 || !this.gone(err, mode)) throw err;
         // The module or the library is not there (any more): look again (unless another
         // call already did since this one was sent), then call again.
         if (this.generation === seen) await this.find(primaries, seen);
       }
     }
+  }
+
+  /** SCRIPT FLUSH or a restart: the body once, which also caches it for EVALSHA. */
+  private async evalBody(sender: Sender, op: Op, key: string, args: readonly string[]): Promise<unknown> {
+    const reply = await sender.send(key, ['EVAL', LIBRARY_BODY, '1', key, FUNCTIONS[op][0], ...args], false);
+    this.confirmed = true;
+    return reply;
   }
 
   private gone(err: unknown, mode: Mode): boolean {

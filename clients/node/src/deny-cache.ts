@@ -68,23 +68,42 @@ export interface DenySpec {
   readonly now: number | undefined;
   readonly cost: number;
   readonly refund: boolean;
+  /** slotOf(this), when the caller keeps it for its calls with the same limits (else made here). */
+  readonly slot?: string;
 }
 
 // The cost too: a larger cost is refused as long, but Redis answers it a longer
 // retry_after (and other counts), so only the same request gets the cached reply.
-function slotOf(spec: DenySpec): string {
+/** @internal Where a call's entry is kept under its key: its unit, clock, limits and cost. */
+export function slotOf(spec: Pick<DenySpec, 'limits' | 'ms' | 'now' | 'cost'>): string {
   return `${spec.ms ? 'ms' : 's'}${spec.now === undefined ? '' : '@'}:${spec.limits.map(([l, w]) => `${l}/${w}`).join(',')}x${spec.cost}`;
 }
 
-interface Flight {
-  readonly promise: Promise<void>;
-  readonly resolve: () => void;
+const RESOLVED: Promise<void> = Promise.resolve();
+
+/**
+ * A call on its way to Redis that others may wait for. Its promise is made only when a
+ * call waits (most flights have nobody waiting: an allowed call on a key of its own).
+ */
+class Flight {
+  private waited: Promise<void> | undefined;
+  private wake: (() => void) | undefined;
+  private over = false;
+
+  get promise(): Promise<void> {
+    if (this.over) return RESOLVED;
+    if (this.waited === undefined) this.waited = new Promise<void>((ok) => { this.wake = ok; });
+    return this.waited;
+  }
+
+  resolve(): void {
+    this.over = true;
+    this.wake?.();
+  }
 }
 
 function flight(): Flight {
-  let resolve: () => void = () => undefined;
-  const promise = new Promise<void>((ok) => { resolve = ok; });
-  return { promise, resolve };
+  return new Flight();
 }
 
 interface Entry {
@@ -105,7 +124,8 @@ interface Entry {
 }
 
 /** What `enter` gives a call that goes to Redis with a ticket (in the place of a flight). */
-const TICKET: Flight = { promise: Promise.resolve(), resolve: () => undefined };
+const TICKET: Flight = new Flight();
+TICKET.resolve();
 
 /**
  * What the cache answered, for metrics: `hits` answered without Redis, `misses` consulted
@@ -235,7 +255,7 @@ export class DenyCache {
         this.forget(spec.key);
       }
     }
-    const slot = slotOf(spec);
+    const slot = spec.slot ?? slotOf(spec);
     let lead: Flight | undefined;
     for (;;) {
       const [hit, led, wait] = this.enter(spec, slot);

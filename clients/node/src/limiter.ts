@@ -5,11 +5,11 @@
 import { adapterFor, type Adapter, type RedisClientLike, type Sender, type Spare } from './adapters';
 import { BackendState, primariesOf, type Backend, type Op } from './backend';
 import { Circuit, type Logger } from './circuit';
-import { DenyCache, makeDenyCache, type DenyCacheOption, type DenySpec } from './deny-cache';
-import { RedisTimeoutError } from './errors';
+import { DenyCache, makeDenyCache, slotOf, type DenyCacheOption, type DenySpec } from './deny-cache';
 import { asPermissionError } from './permissions';
 import { MS_WITH_RATE_STRING, parseLimits } from './rates';
 import { MultiLimitResult, RateLimitResult, ints, type Limit, type WindowCounts } from './result';
+import { Timeouts } from './timeouts';
 import { pauseBeforeRetry, type WaitOptions } from './wait';
 
 export type { Backend } from './backend';
@@ -84,6 +84,28 @@ function limitArgs(limits: readonly Limit[], o: CallOptions): string[] {
   return args;
 }
 
+/**
+ * What one limit's calls send, kept for the next call with the same limit, window, unit
+ * and cost (a store's calls all have the same): the arguments, the limits, the windows and
+ * the deny cache's slot. Read-only once made (the arrays are never changed by a call).
+ */
+interface OneLimit {
+  readonly limit: number;
+  readonly window: number;
+  readonly ms: boolean;
+  readonly cost: number | undefined;
+  readonly args: string[];
+  readonly limits: Limit[];
+  readonly windows: number[];
+  readonly pairs: ReadonlyArray<readonly [number, number]>;
+  readonly slot: string;
+}
+
+/** What guarded() answers for a call answered without Redis (the circuit open). */
+const WITHOUT: unique symbol = Symbol('answered without Redis');
+
+const summaryOf = (m: MultiLimitResult): RateLimitResult => m.summary;
+
 export class SlidingWindowRateLimiter {
   readonly prefix: string;
   readonly circuit: Circuit;
@@ -97,11 +119,21 @@ export class SlidingWindowRateLimiter {
   private bridge: Spare | undefined;
   /** Cancels the watch that retires the bridge when the client is ready (or closed) again. */
   private unwatch: (() => void) | undefined;
+  /** The timer of every call's timeoutMs (undefined: no timeout). */
+  private readonly timeouts: Timeouts | undefined;
+  /** A cluster's TIME goes to some node, whose clock need not be the key's node's. */
+  private readonly clustered: boolean;
+  private readonly adapterPrimaries: () => ReturnType<Adapter['primaries']>;
+  /** The last single-limit call's arguments (see OneLimit). */
+  private last: OneLimit | undefined;
 
   constructor(client: RedisClientLike, options: LimiterOptions = {}) {
     this.adapter = adapterFor(client);
     this.prefix = options.prefix ?? 'rate:';
     this.timeoutMs = options.timeoutMs ?? 500;
+    this.timeouts = this.timeoutMs > 0 && Number.isFinite(this.timeoutMs) ? new Timeouts(this.timeoutMs) : undefined;
+    this.clustered = /cluster/i.test(this.adapter.kind);
+    this.adapterPrimaries = () => this.adapter.primaries();
     const logger = options.logger ?? console;
     this.backendState = new BackendState(options.backend ?? 'auto', (message) => logger.warn(message));
     this.circuit = new Circuit(options);
@@ -136,26 +168,25 @@ export class SlidingWindowRateLimiter {
     }
     const args = [num('limit', limit), num('window', windowSeconds)];
     if (options.now !== undefined) args.push(num('now', options.now));
-    const without = Symbol('answered without Redis');
-    const reply = await this.guarded(this.key(id), 'check', args, 'peek', args, () => without);
-    if (reply === without) return [this.circuit.failOpen, 0];
+    const reply = await this.guarded(this.key(id), 'check', args, 'peek', args);
+    if (reply === WITHOUT) return [this.circuit.failOpen, 0];
     const [allowed, count] = ints(reply, 2) as [number, number];
     return [allowed === 1, count];
   }
 
   /** Counts the request (weight `cost`) if it is allowed. */
-  async check(id: string, limit: number, window: number, options: CallOptions = {}): Promise<RateLimitResult> {
-    return (await this.checkLimits(id, [{ limit, window }], options)).summary;
+  check(id: string, limit: number, window: number, options: CallOptions = {}): Promise<RateLimitResult> {
+    return this.one('check', id, limit, window, options);
   }
 
   /** What `check` would answer, changing nothing (read-only: runs on replicas). */
-  async peek(id: string, limit: number, window: number, options: CallOptions = {}): Promise<RateLimitResult> {
-    return (await this.peekLimits(id, [{ limit, window }], options)).summary;
+  peek(id: string, limit: number, window: number, options: CallOptions = {}): Promise<RateLimitResult> {
+    return this.one('peek', id, limit, window, options);
   }
 
   /** Gives back what a `check` with these arguments counted; answers what `peek` answers after. Not idempotent. */
-  async refund(id: string, limit: number, window: number, options: CallOptions = {}): Promise<RateLimitResult> {
-    return (await this.refundLimits(id, [{ limit, window }], options)).summary;
+  refund(id: string, limit: number, window: number, options: CallOptions = {}): Promise<RateLimitResult> {
+    return this.one('refund', id, limit, window, options);
   }
 
   /**
@@ -178,15 +209,15 @@ export class SlidingWindowRateLimiter {
 
   /** Several limits in one command, all or nothing. */
   checkLimits(id: string, limits: LimitsSpec, options: CallOptions = {}): Promise<MultiLimitResult> {
-    return this.limited('check', id, ...toLimits(limits, options));
+    return this.many('check', id, ...toLimits(limits, options));
   }
 
   peekLimits(id: string, limits: LimitsSpec, options: CallOptions = {}): Promise<MultiLimitResult> {
-    return this.limited('peek', id, ...toLimits(limits, options));
+    return this.many('peek', id, ...toLimits(limits, options));
   }
 
   refundLimits(id: string, limits: LimitsSpec, options: CallOptions = {}): Promise<MultiLimitResult> {
-    return this.limited('refund', id, ...toLimits(limits, options));
+    return this.many('refund', id, ...toLimits(limits, options));
   }
 
   /** Deletes the key: every window's counts (and its deny-cache entries). Outages are thrown (there is nothing to answer). */
@@ -206,66 +237,102 @@ export class SlidingWindowRateLimiter {
     if (options.now !== undefined) args.push(num('now', options.now));
     if (options.ms === true) args.push('MS');
     const key = this.key(id);
-    const reply = await this.guarded(key, 'counts', args, 'counts', args,
-      () => ({ previous: 0, current: 0, elapsed: 0, degraded: true }));
-    if ('degraded' in (reply as object)) return reply as WindowCounts;
+    const reply = await this.guarded(key, 'counts', args, 'counts', args);
+    if (reply === WITHOUT) return { previous: 0, current: 0, elapsed: 0, degraded: true };
     const [previous, current, elapsed] = ints(reply, 3) as [number, number, number];
     return { previous, current, elapsed, degraded: false };
   }
 
-  private async limited(op: Op, id: string, limits: Limit[], o: CallOptions): Promise<MultiLimitResult> {
-    const args = limitArgs(limits, o);
+  /**
+   * One limit (check, peek, refund): its arguments from `last` when the previous call had the
+   * same limit, window, unit and cost, else made and kept. Resolves to the summary; a bad
+   * argument rejects, as from an async function.
+   */
+  private one(op: Op, id: string, limit: number, window: number, o: CallOptions): Promise<RateLimitResult> {
+    try {
+      const ms = o.ms === true;
+      let one = this.last;
+      if (one === undefined || one.limit !== limit || one.window !== window || one.ms !== ms || one.cost !== o.cost
+          || o.now !== undefined) {
+        const limits = [{ limit, window }];
+        const args = limitArgs(limits, o);
+        const pairs = [[limit, window] as const];
+        const made: OneLimit = { limit, window, ms, cost: o.cost, args, limits, windows: [window], pairs,
+          slot: slotOf({ limits: pairs, ms, now: o.now, cost: o.cost ?? 1 }) };
+        if (o.now !== undefined) return this.limited(op, id, made, o).then(summaryOf);
+        this.last = one = made;
+      }
+      return this.limited(op, id, one, o).then(summaryOf);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+  }
+
+  /** Several limits (or one through the *Limits methods): made for this call. */
+  private many(op: Op, id: string, limits: Limit[], o: CallOptions): Promise<MultiLimitResult> {
+    try {
+      const args = limitArgs(limits, o);
+      const pairs = limits.map((l) => [l.limit, l.window] as const);
+      const call: OneLimit = { limit: 0, window: 0, ms: o.ms === true, cost: o.cost, args, limits,
+        windows: limits.map((l) => l.window), pairs, slot: slotOf({ limits: pairs, ms: o.ms === true, now: o.now, cost: o.cost ?? 1 }) };
+      return this.limited(op, id, call, o);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+  }
+
+  private limited(op: Op, id: string, call: OneLimit, o: CallOptions): Promise<MultiLimitResult> {
     const key = this.key(id);
-    const direct = (): Promise<MultiLimitResult> => this.decide(op, key, limits, args, o);
     const cache = this.denyCache;
-    if (cache === undefined) return direct();
+    if (cache === undefined) return this.decide(op, key, call, o);
     // A refund clears the key's cached refusals even when this call bypasses the cache.
-    if (o.denyCache === false && op !== 'refund') return direct();
+    if (o.denyCache === false && op !== 'refund') return this.decide(op, key, call, o);
     if (this.circuit.down) {
       // During an outage the cache is emptied and bypassed: the circuit answers as without
       // it, and a server that comes back may have lost its counts.
       cache.clear();
-      return direct();
+      return this.decide(op, key, call, o);
     }
-    if (op !== 'check' && op !== 'refund') return direct(); // PEEK bypasses it
+    if (op !== 'check' && op !== 'refund') return this.decide(op, key, call, o); // PEEK bypasses it
     const spec: DenySpec = {
-      key, limits: limits.map((l) => [l.limit, l.window] as const), ms: o.ms === true, now: o.now,
-      cost: o.cost ?? 1, refund: op === 'refund',
+      key, limits: call.pairs, ms: o.ms === true, now: o.now, cost: o.cost ?? 1, refund: op === 'refund', slot: call.slot,
     };
-    // A cluster's TIME goes to some node, whose clock need not be the key's node's.
-    const time = /cluster/i.test(this.adapter.kind) ? undefined : () => this.command(key, ['TIME'], true);
-    return cache.run(spec, direct, time);
+    const time = this.clustered ? undefined : () => this.command(key, ['TIME'], true);
+    return cache.run(spec, () => this.decide(op, key, call, o), time);
   }
 
-  private async decide(op: Op, key: string, limits: Limit[], args: string[], o: CallOptions): Promise<MultiLimitResult> {
-    const ms = o.ms === true;
-    const placeholder = (): MultiLimitResult => MultiLimitResult.unavailable(this.circuit.failOpen, limits, ms);
-    const reply = await this.guarded(key, op, args, 'peek', args, placeholder);
-    if (reply instanceof MultiLimitResult) return reply;
-    return MultiLimitResult.fromReply(reply, limits.map((l) => l.window), o.cost ?? 1, ms);
+  private decide(op: Op, key: string, call: OneLimit, o: CallOptions): Promise<MultiLimitResult> {
+    return this.guarded(key, op, call.args, 'peek', call.args).then((reply) => (reply === WITHOUT
+      ? MultiLimitResult.unavailable(this.circuit.failOpen, call.limits, o.ms === true)
+      : MultiLimitResult.fromReply(reply, call.windows, o.cost ?? 1, o.ms === true)));
   }
 
-  /** The circuit around one call: the reply, or the placeholder during an outage. */
-  private async guarded<P>(key: string, op: Op, args: string[], probeOp: Op, probeArgs: string[],
-    placeholder: () => P): Promise<unknown> {
+  /** The circuit around one call: the reply, or WITHOUT when answered without Redis (an outage). */
+  private guarded(key: string, op: Op, args: string[], probeOp: Op, probeArgs: string[]): Promise<unknown> {
     const state = this.circuit.down ? this.adapter.state?.() : undefined;
     const gate = this.circuit.gate(state !== 'reconnecting');
-    if (gate === 'skip') return placeholder();
+    if (gate === 'skip') return Promise.resolve(WITHOUT);
     if (gate === 'probe') {
       // A PEEK (or COUNTS): a probe queued in the client's offline queue counts nothing when it is finally sent.
       this.probe(state, key, probeOp, probeArgs).then(() => this.circuit.probed(), (err: unknown) => this.circuit.probed(err));
-      return placeholder();
+      return Promise.resolve(WITHOUT);
     }
+    let sent: Promise<unknown>;
     try {
-      return await this.send(key, op, args);
+      sent = this.send(key, op, args);
     } catch (err) {
-      if (this.circuit.failed(err)) {
-        this.retireBridge(false);
-        return placeholder();
-      }
-      // A refusal by ACL becomes MissingPermissionError (permissions.ts); anything else as it is.
-      throw await asPermissionError(err, key, (a) => this.command(key, a, true));
+      sent = Promise.reject(err);
     }
+    return sent.then(undefined, (err: unknown) => this.failure(err, key));
+  }
+
+  private async failure(err: unknown, key: string): Promise<unknown> {
+    if (this.circuit.failed(err)) {
+      this.retireBridge(false);
+      return WITHOUT;
+    }
+    // A refusal by ACL becomes MissingPermissionError (permissions.ts); anything else as it is.
+    throw await asPermissionError(err, key, (a) => this.command(key, a, true));
   }
 
   /**
@@ -331,16 +398,11 @@ export class SlidingWindowRateLimiter {
   }
 
   private timed(call: Promise<unknown>): Promise<unknown> {
-    if (!(this.timeoutMs > 0) || !Number.isFinite(this.timeoutMs)) return call;
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new RedisTimeoutError(this.timeoutMs)), this.timeoutMs);
-    });
-    call.catch(() => undefined); // a late failure after the timeout is no unhandled rejection
-    return Promise.race([call, timeout]).finally(() => clearTimeout(timer));
+    return this.timeouts === undefined ? call : this.timeouts.bound(call);
   }
 
   private dispatch(sender: Sender, key: string, op: Op, args: string[]): Promise<unknown> {
-    return this.backendState.call(sender, primariesOf(this.adapter, sender, key), op, key, args);
+    const primaries = sender === this.adapter ? this.adapterPrimaries : primariesOf(this.adapter, sender, key);
+    return this.backendState.call(sender, primaries, op, key, args);
   }
 }

@@ -28,8 +28,8 @@ export class RateLimitResult {
   ) {}
 
   static fromReply(reply: unknown, window: number, ms: boolean): RateLimitResult {
-    const v = ints(reply, 6);
-    return new RateLimitResult(v[0] === 1, v[1]!, v[2]!, v[3]!, v[4]!, v[5]!, window, ms);
+    const v = atLeast(reply, 6);
+    return new RateLimitResult(int(v[0]) === 1, int(v[1]), int(v[2]), int(v[3]), int(v[4]), int(v[5]), window, ms);
   }
 
   /** The placeholder of a call answered without Redis. */
@@ -122,13 +122,22 @@ export interface WindowCounts {
   readonly degraded: boolean;
 }
 
-export function ints(reply: unknown, n: number): number[] {
+function atLeast(reply: unknown, n: number): unknown[] {
   if (!Array.isArray(reply) || reply.length < n) {
     throw new TypeError(`expected an array of ${n} integers, got ${JSON.stringify(reply)}`);
   }
-  return reply.slice(0, n).map((x: unknown) => {
-    const v = typeof x === 'number' ? x : Number(x);
-    if (!Number.isInteger(v)) throw new TypeError(`expected an integer, got ${JSON.stringify(x)}`);
-    return v;
-  });
+  return reply;
+}
+
+function int(x: unknown): number {
+  const v = typeof x === 'number' ? x : Number(x);
+  if (!Number.isInteger(v)) throw new TypeError(`expected an integer, got ${JSON.stringify(x)}`);
+  return v;
+}
+
+export function ints(reply: unknown, n: number): number[] {
+  const a = atLeast(reply, n);
+  const out = new Array<number>(n);
+  for (let i = 0; i < n; i++) out[i] = int(a[i]);
+  return out;
 }

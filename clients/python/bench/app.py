@@ -1,4 +1,4 @@
-"""One app of the client benchmark (clients/go/bench's harness drives it):
+"""One app of the client benchmark (bench/harness drives it):
 
     python3 clients/python/bench/app.py <variant> <redis host:port> <limit> <window s>
 

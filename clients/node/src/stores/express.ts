@@ -17,7 +17,7 @@
  */
 import type { RedisClientLike } from '../adapters';
 import { attachDenyCache } from '../deny-cache';
-import { SlidingWindowRateLimiter, type LimiterOptions } from '../limiter';
+import { SlidingWindowRateLimiter, type CallOptions, type LimiterOptions } from '../limiter';
 
 const MAX = Number.MAX_SAFE_INTEGER;
 
@@ -50,6 +50,8 @@ export class SlidingWindowStore {
   private tracking = false;
   /** This store's CHECKs go through the limiter's deny cache. */
   private readonly cached: boolean;
+  /** Every CHECK's options (made once: the limiter does not change them). */
+  private readonly checkOptions: CallOptions;
 
   constructor(options: ExpressStoreOptions) {
     const { client, sendCommand, limiter, maxLimit, denyCache, ...rest } = options;
@@ -58,6 +60,7 @@ export class SlidingWindowStore {
     this.limiter = target instanceof SlidingWindowRateLimiter ? target
       : new SlidingWindowRateLimiter(target, { prefix: 'erl:', ...rest });
     this.cached = attachDenyCache(this.limiter, denyCache ?? true);
+    this.checkOptions = { ms: true, denyCache: this.cached };
     this.prefix = this.limiter.prefix;
     this.maxLimit = maxLimit ?? MAX;
   }
@@ -94,7 +97,7 @@ export class SlidingWindowStore {
 
   async increment(key: string): Promise<ClientRateLimitInfo> {
     const limit = this.countedLimit;
-    const r = await this.limiter.check(key, limit, this.windowMs, { ms: true, denyCache: this.cached });
+    const r = await this.limiter.check(key, limit, this.windowMs, this.checkOptions);
     if (r.degraded || !r.allowed) this.markUncounted(key);
     if (r.degraded) {
       // Redis was not asked: fail-open answers 1 hit (this request: express-rate-limit logs

@@ -12,7 +12,7 @@
  */
 import type { RedisClientLike } from '../adapters';
 import { attachDenyCache } from '../deny-cache';
-import { SlidingWindowRateLimiter, type LimiterOptions } from '../limiter';
+import { SlidingWindowRateLimiter, type CallOptions, type LimiterOptions } from '../limiter';
 
 export interface FastifyStoreOptions extends LimiterOptions {
   client?: RedisClientLike;
@@ -36,11 +36,15 @@ export interface FastifyRateLimitStore {
 }
 
 class Store implements FastifyRateLimitStore {
-  constructor(readonly limiter: SlidingWindowRateLimiter, readonly keyPrefix: string, readonly cached: boolean) {}
+  /** Every CHECK's options (made once: the limiter does not change them). */
+  private readonly checkOptions: CallOptions;
+
+  constructor(readonly limiter: SlidingWindowRateLimiter, readonly keyPrefix: string, readonly cached: boolean) {
+    this.checkOptions = { ms: true, denyCache: cached };
+  }
 
   incr(key: string, callback: Callback, timeWindow: number, max: number): void {
-    const options = { ms: true, denyCache: this.cached };
-    this.limiter.check(this.keyPrefix + key, max, Math.max(1, timeWindow), options).then((r) => {
+    this.limiter.check(this.keyPrefix + key, max, Math.max(1, timeWindow), this.checkOptions).then((r) => {
       if (r.degraded) callback(null, { current: r.allowed ? 0 : max + 1, ttl: timeWindow });
       else if (r.allowed) callback(null, { current: r.count, ttl: r.resetAfter });
       else callback(null, { current: Math.max(r.count, max) + 1, ttl: r.retryAfter >= 0 ? r.retryAfter : r.resetAfter });

@@ -14,7 +14,7 @@ import reactor.netty.http.server.HttpServer;
 
 /**
  * One Spring Cloud Gateway in front of an upstream in the same JVM, behind one rate limiter, for
- * the load generator of {@code make bench} (clients/go/bench): {@code java -jar
+ * the load generator of {@code make bench} (bench/harness): {@code java -jar
  * slidingwindow-bench.jar <variant> <redis host:port> <limit> <window seconds> [log]}.
  *
  * <p>It prints {@code PORT <n>} as its first line on stdout once the gateway listens on 127.0.0.1

@@ -133,20 +133,12 @@ type app struct {
 	port int
 }
 
-// launcher starts the apps of one run: this binary's own `serve` (cmd empty), or an
-// external command that takes `<variant> <redis addr> <limit> <window s>`, prints
+// launcher starts the apps of one run: a command that takes `<variant> <redis addr> <limit> <window s>`, prints
 // "PORT <n>" once it listens on 127.0.0.1:<n>, and answers GET / by the X-Id header.
 type launcher struct{ cmd []string }
 
 func (l launcher) start(variant, redisAddr string, limit, window int) (*app, error) {
 	argv := l.cmd
-	if len(argv) == 0 {
-		self, err := os.Executable()
-		if err != nil {
-			return nil, err
-		}
-		argv = []string{self, "serve"}
-	}
 	args := append(append([]string{}, argv[1:]...), variant, redisAddr, strconv.Itoa(limit), strconv.Itoa(window))
 	cmd := exec.Command(argv[0], args...)
 	cmd.Stderr = os.Stderr

@@ -153,7 +153,10 @@ async function main(): Promise<void> {
   const dir = join(REPO, 'bench', 'results');
   mkdirSync(dir, { recursive: true });
   writeFileSync(join(dir, 'node.md'), md);
-  writeFileSync(join(dir, 'node.json'), `${JSON.stringify({ commit, env, connections: CONNECTIONS, duration: DURATION, rounds: ROUNDS, summary, runs }, null, 2)}\n`);
+  // One line per row, so that a diff shows what moved (bench/results stays small).
+  const rows = (xs: unknown[]): string => xs.map((x) => JSON.stringify(x)).join(',\n  ');
+  const head = JSON.stringify({ commit, env, connections: CONNECTIONS, duration: DURATION, rounds: ROUNDS }).slice(0, -1);
+  writeFileSync(join(dir, 'node.json'), `${head},\n "summary": [\n  ${rows(summary)}\n ],\n "runs": [\n  ${rows(runs)}\n ]\n}\n`);
   console.log(md);
   if (!target) process.exitCode = 1;
 }

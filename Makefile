@@ -76,7 +76,7 @@ stop: ## Stop the server `make run` started
 test: deps-system deps-valgrind build build-fault deps-python ## Every test: unit, integration (Redis 7.0 and 8.2, Valkey 8.1 and 9.1), the Python, Node, Go and Java clients, rls
 	cargo test --workspace --tests --target-dir $(TEST_TARGET) -- --test-threads=2
 	@if [ -n "$$SLIDINGWINDOW_SKIP_MEMCHECK" ]; then echo "NOTE: memcheck SKIPPED (SLIDINGWINDOW_SKIP_MEMCHECK=$$SLIDINGWINDOW_SKIP_MEMCHECK)"; fi
-	$(PYTHON) -m pytest -q -rs clients/python/tests examples/gateway bench/accuracy bench/test_readme_blocks.py
+	$(PYTHON) -m pytest -q -rs clients/python/tests examples/gateway bench/accuracy bench/test_readme_blocks.py bench/test_results_size.py
 	$(MAKE) test-limits
 	$(MAKE) test-node
 	$(MAKE) test-go

@@ -23,6 +23,7 @@ public final class RateLimiter {
   private final Chooser chooser;
   private final Circuit circuit;
   private final DenyCache cache;
+  private final long timeoutNanos; // 0: none of its own (the Redis client's timeouts)
 
   private RateLimiter(Builder b) {
     this.sender = b.sender;
@@ -31,6 +32,7 @@ public final class RateLimiter {
     this.chooser = new Chooser(b.backend);
     this.circuit = new Circuit(b.failOpen, b.probeInterval, b.onError);
     this.cache = b.denyCache;
+    this.timeoutNanos = b.timeout == null ? 0 : b.timeout.toNanos();
   }
 
   private RateLimiter(RateLimiter l, DenyCache cache) {
@@ -40,6 +42,7 @@ public final class RateLimiter {
     this.chooser = l.chooser;
     this.circuit = l.circuit;
     this.cache = cache;
+    this.timeoutNanos = l.timeoutNanos;
   }
 
   /** The deny cache (null when off, the default of a limiter built without one). */
@@ -74,6 +77,7 @@ public final class RateLimiter {
     private Consumer<RuntimeException> onError = e -> {};
     private java.time.Duration probeInterval = java.time.Duration.ofSeconds(1);
     private DenyCache denyCache;
+    private java.time.Duration timeout;
 
     private Builder(SendCommand sender) {
       this.sender = Objects.requireNonNull(sender);
@@ -121,6 +125,20 @@ public final class RateLimiter {
       return this;
     }
 
+    /**
+     * A call without a reply within this is an outage (null, the default: the Redis client's own
+     * timeouts decide). The limiter enforces it on an {@link AsyncSendCommand} (Lettuce's
+     * adapters), sync calls included; a blocking-only {@link SendCommand} such as Jedis' keeps its
+     * client's socket timeout: give that one a short timeout instead.
+     */
+    public Builder timeout(java.time.Duration d) {
+      if (d != null && (d.isNegative() || d.isZero())) {
+        throw new IllegalArgumentException("timeout must be positive");
+      }
+      this.timeout = d;
+      return this;
+    }
+
     public RateLimiter build() {
       return new RateLimiter(this);
     }
@@ -147,7 +165,10 @@ public final class RateLimiter {
     }
     Object reply;
     try {
-      reply = chooser.call(sender, w);
+      reply =
+          timeoutNanos > 0 && sender instanceof AsyncSendCommand async
+              ? await(chooser.callAsync(async, w))
+              : chooser.call(sender, w);
     } catch (RedisUnavailableException e) {
       circuit.failed(e, g);
       return UNAVAILABLE;
@@ -157,6 +178,46 @@ public final class RateLimiter {
     }
     circuit.answered(g);
     return reply;
+  }
+
+  /** A sync call on an async sender, waited for at most the limiter's timeout. */
+  private Object await(CompletableFuture<Object> f) {
+    try {
+      return f.get(timeoutNanos, java.util.concurrent.TimeUnit.NANOSECONDS);
+    } catch (java.util.concurrent.TimeoutException e) {
+      f.cancel(false);
+      throw noReply(e);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new RedisUnavailableException("interrupted while waiting for Redis", e);
+    } catch (java.util.concurrent.ExecutionException e) {
+      Throwable t = Chooser.unwrap(e.getCause());
+      if (t instanceof RuntimeException r) {
+        throw r;
+      }
+      throw new SlidingWindowException(String.valueOf(t), t);
+    }
+  }
+
+  /** The future with the limiter's timeout, if it has one. */
+  private CompletableFuture<Object> timed(CompletableFuture<Object> f) {
+    return timeoutNanos > 0
+        ? f.orTimeout(timeoutNanos, java.util.concurrent.TimeUnit.NANOSECONDS)
+        : f;
+  }
+
+  private RedisUnavailableException noReply(Throwable cause) {
+    return new RedisUnavailableException(
+        "no reply within the limiter's timeout ("
+            + java.time.Duration.ofNanos(timeoutNanos).toMillis()
+            + " ms)",
+        cause);
+  }
+
+  /** What a failed future's error is: the limiter's timeout reads as an outage. */
+  private Throwable failure(Throwable ex) {
+    Throwable t = Chooser.unwrap(ex);
+    return t instanceof java.util.concurrent.TimeoutException ? noReply(t) : t;
   }
 
   /**
@@ -173,11 +234,11 @@ public final class RateLimiter {
     if (sender instanceof AsyncSendCommand async) {
       CompletableFuture<Object> f;
       try {
-        f = chooser.callAsync(async, peek);
+        f = timed(chooser.callAsync(async, peek));
       } catch (RuntimeException e) {
         f = CompletableFuture.failedFuture(e);
       }
-      f.whenComplete((reply, ex) -> probed(ex == null ? null : Chooser.unwrap(ex)));
+      f.whenComplete((reply, ex) -> probed(ex == null ? null : failure(ex)));
       return;
     }
     Thread t =
@@ -414,7 +475,7 @@ public final class RateLimiter {
     }
     CompletableFuture<Object> f;
     try {
-      f = chooser.callAsync(async, w);
+      f = timed(chooser.callAsync(async, w));
     } catch (RuntimeException e) {
       f = CompletableFuture.failedFuture(e);
     }
@@ -424,7 +485,7 @@ public final class RateLimiter {
             circuit.answered(g);
             return reply;
           }
-          Throwable t = Chooser.unwrap(ex);
+          Throwable t = failure(ex);
           if (t instanceof RedisUnavailableException u) {
             circuit.failed(u, g);
             return UNAVAILABLE;

@@ -72,7 +72,9 @@ class FaultTest {
             RedisURI.builder()
                 .withHost("127.0.0.1")
                 .withPort(port)
-                .withTimeout(Duration.ofMillis(TIMEOUT_MS))
+                // The handshake's (a loaded machine can take over 300 ms to answer HELLO);
+                // each command has TIMEOUT_MS through the TimeoutOptions below.
+                .withTimeout(Duration.ofSeconds(5))
                 .build());
     c.setOptions(
         ClientOptions.builder()
@@ -234,5 +236,42 @@ class FaultTest {
     LimitResult back = untilAnswered(a, l, id);
     assertTrue(back.count() >= 2, a + ": " + back);
     assertFalse(l.isDown());
+  }
+
+  /**
+   * The limiter's own timeout on Lettuce at its defaults (a 60 s command timeout): a frozen server
+   * is answered degraded at the limiter's timeout, blocking and async calls alike.
+   */
+  @ParameterizedTest
+  @EnumSource(
+      value = Adapter.class,
+      names = {"LETTUCE", "LETTUCE_ASYNC"})
+  void limiterTimeoutOnLettuceAtItsDefaults(Adapter a) throws Exception {
+    TestServer s = server(TestServer.Kind.MODULE);
+    io.lettuce.core.RedisClient c =
+        io.lettuce.core.RedisClient.create("redis://127.0.0.1:" + s.port);
+    StatefulRedisConnection<String, String> conn = c.connect();
+    open.add(c::shutdown);
+    open.add(conn);
+    RateLimiter l =
+        RateLimiter.builder(new LettuceSendCommand(conn))
+            .timeout(Duration.ofMillis(TIMEOUT_MS))
+            .probeInterval(Duration.ofMillis(50))
+            .build();
+    String id = id();
+    assertEquals(1, check(a, l, id).count());
+    s.signal("STOP");
+    try {
+      LimitResult[] r = {null};
+      long first = timed(() -> r[0] = check(a, l, id));
+      assertTrue(r[0].degraded() && r[0].allowed(), a + ": " + r[0]);
+      assertTrue(
+          first >= TIMEOUT_MS - 50 && first < TIMEOUT_MS + 700,
+          a + ": the first call took " + first + " ms, want about " + TIMEOUT_MS + " ms");
+      assertTrue(l.isDown());
+    } finally {
+      s.signal("CONT");
+    }
+    assertTrue(untilAnswered(a, l, id).count() >= 2);
   }
 }

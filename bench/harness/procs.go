@@ -173,17 +173,7 @@ func (a *app) stop() {
 	_ = a.cmd.Wait()
 }
 
-// cpu is the app's user + system time so far (/proc/<pid>/stat).
+// cpu is the app's user + system time so far (cputime.go).
 func (a *app) cpu() time.Duration {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", a.cmd.Process.Pid))
-	if err != nil {
-		return 0
-	}
-	s := string(stat)
-	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-	// After the name: state is field 3; utime 14 and stime 15 (1-indexed), in clock ticks
-	// (100 per second on Linux).
-	ut, _ := strconv.ParseInt(fields[11], 10, 64)
-	st, _ := strconv.ParseInt(fields[12], 10, 64)
-	return time.Duration(ut+st) * 10 * time.Millisecond
+	return processCPU(a.cmd.Process.Pid)
 }

@@ -50,17 +50,12 @@ class JedisClusterTest {
     return "java:" + UUID.randomUUID();
   }
 
-  /**
-   * Which nodes (their indexes) hold this key: each node counts the keys of its slot that it has (a
-   * node answers EXISTS on another's slot with MOVED).
-   */
+  /** Which nodes (their indexes) hold this key ({@link TestCluster#holds}). */
   private List<Integer> holders(String key) {
     List<Integer> out = new ArrayList<>();
     for (int i = 0; i < direct.size(); i++) {
       JedisSendCommand node = new JedisSendCommand(direct.get(i));
-      Object slot = node.send(List.of("CLUSTER", "KEYSLOT", key));
-      Object n = node.send(List.of("CLUSTER", "COUNTKEYSINSLOT", String.valueOf(slot)));
-      if (Long.valueOf(1).equals(n)) {
+      if (TestCluster.holds(node, key)) {
         out.add(i);
       }
     }

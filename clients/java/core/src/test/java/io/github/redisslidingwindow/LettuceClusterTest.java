@@ -84,13 +84,11 @@ class LettuceClusterTest {
     return new JedisSendCommand(direct.get(n)).send(List.of(command));
   }
 
-  /** The primaries holding this key (a primary answers COUNTKEYSINSLOT for its own slots). */
+  /** The primaries holding this key ({@link TestCluster#holds}). */
   private List<Integer> holders(String key) {
     List<Integer> out = new ArrayList<>();
     for (int i = 0; i < primaries.size(); i++) {
-      Object slot = ask(primaries.get(i), "CLUSTER", "KEYSLOT", key);
-      Object n = ask(primaries.get(i), "CLUSTER", "COUNTKEYSINSLOT", String.valueOf(slot));
-      if (Long.valueOf(1).equals(n)) {
+      if (TestCluster.holds(new JedisSendCommand(direct.get(primaries.get(i))), key)) {
         out.add(i);
       }
     }

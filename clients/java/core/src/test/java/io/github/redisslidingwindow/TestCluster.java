@@ -26,6 +26,26 @@ public final class TestCluster implements AutoCloseable {
     this.nodes = nodes;
   }
 
+  /**
+   * Whether this node holds {@code key}: it lists the keys it has in the key's slot (EXISTS would
+   * answer MOVED on another node's slot). Listed, not counted: other keys may share the slot.
+   */
+  public static boolean holds(SendCommand node, String key) {
+    Object slot = node.send(List.of("CLUSTER", "KEYSLOT", key));
+    Object keys = node.send(List.of("CLUSTER", "GETKEYSINSLOT", String.valueOf(slot), "100000"));
+    if (!(keys instanceof List<?> held)) {
+      throw new AssertionError("CLUSTER GETKEYSINSLOT: " + keys);
+    }
+    for (Object k : held) {
+      String name =
+          k instanceof byte[] b ? new String(b, StandardCharsets.UTF_8) : String.valueOf(k);
+      if (name.equals(key)) {
+        return true;
+      }
+    }
+    return false;
+  }
+
   /** A port free a moment ago with port + 10000 (its cluster bus) free too. */
   static int freePortPair() throws IOException {
     for (int i = 0; i < 1000; i++) {

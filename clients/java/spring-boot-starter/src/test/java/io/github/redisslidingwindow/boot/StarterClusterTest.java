@@ -54,18 +54,14 @@ class StarterClusterTest {
   }
 
   /**
-   * The port of the node that has the key: each node asked directly (a node counts only the keys of
-   * its own slots).
+   * The port of the node that has the key: each node asked directly ({@code TestCluster.holds}).
    */
   private static int holder(List<TestServer> nodes, String key) {
     for (TestServer n : nodes) {
       try (redis.clients.jedis.RedisClient c =
           redis.clients.jedis.RedisClient.create("127.0.0.1", n.port)) {
         var send = new io.github.redisslidingwindow.jedis.JedisSendCommand(c);
-        Object slot = send.send(List.of("CLUSTER", "KEYSLOT", key));
-        // only the slot's owner counts keys in it (another identity may share the slot)
-        Object count = send.send(List.of("CLUSTER", "COUNTKEYSINSLOT", String.valueOf(slot)));
-        if (((Long) count) >= 1) {
+        if (io.github.redisslidingwindow.TestCluster.holds(send, key)) {
           return n.port;
         }
       }

@@ -107,6 +107,8 @@ function flight(): Flight {
 }
 
 interface Entry {
+  /** slotOf(spec): which of its key's entries this is. */
+  readonly slot: string;
   /** undefined: no refusal yet (a first call's flight). */
   result: MultiLimitResult | undefined;
   never: boolean;
@@ -121,6 +123,34 @@ interface Entry {
   tickets: number;
   /** Calls on their way to Redis with a ticket. */
   direct: number;
+}
+
+/**
+ * The entries under one Redis key, oldest first: an array, not a Map, since it holds one
+ * entry nearly always (at most MAX_PER_KEY) and every allowed call on a key of its own makes
+ * and drops one (a Map per call was a third of the cache's cost on that path).
+ */
+type Held = Entry[];
+
+function find(held: Held, slot: string): Entry | undefined {
+  for (const e of held) if (e.slot === slot) return e;
+  return undefined;
+}
+
+/** Puts `entry` in its slot's place, or last, the oldest out when the key has MAX_PER_KEY. */
+function put(held: Held, entry: Entry): void {
+  const at = held.findIndex((e) => e.slot === entry.slot);
+  if (at >= 0) {
+    held[at] = entry;
+    return;
+  }
+  if (held.length >= MAX_PER_KEY) wake(held.shift()!);
+  held.push(entry);
+}
+
+function remove(held: Held, slot: string): void {
+  const at = held.findIndex((e) => e.slot === slot);
+  if (at >= 0) held.splice(at, 1);
 }
 
 /** What `enter` gives a call that goes to Redis with a ticket (in the place of a flight). */
@@ -192,7 +222,7 @@ function countDown(result: MultiLimitResult, cost: number, e: number): MultiLimi
 export class DenyCache {
   readonly maxEntries: number;
   readonly clockRefreshMs: number;
-  private readonly keys = new Map<string, Map<string, Entry>>();
+  private readonly keys = new Map<string, Held>();
   private readonly counters: DenyCacheStats = {
     hits: 0, misses: 0, stored: 0, expired: 0, cleared: 0, evicted: 0, waits: 0, entries: 0,
   };
@@ -216,7 +246,7 @@ export class DenyCache {
   /** Entries held now (limit sets under each key, summed). */
   get size(): number {
     let n = 0;
-    for (const held of this.keys.values()) n += held.size;
+    for (const held of this.keys.values()) n += held.length;
     return n;
   }
 
@@ -226,14 +256,14 @@ export class DenyCache {
     const held = this.keys.get(key);
     if (held === undefined) return;
     this.keys.delete(key);
-    this.counters.cleared += held.size;
-    for (const entry of held.values()) wake(entry);
+    this.counters.cleared += held.length;
+    for (const entry of held) wake(entry);
   }
 
   /** Drops everything. */
   clear(): void {
     this.clears += 1;
-    for (const held of this.keys.values()) for (const entry of held.values()) wake(entry);
+    for (const held of this.keys.values()) for (const entry of held) wake(entry);
     this.keys.clear();
   }
 
@@ -288,21 +318,17 @@ export class DenyCache {
   private enter(spec: DenySpec, slot: string): [MultiLimitResult | undefined, Flight | undefined, Flight | undefined] {
     const t = performance.now();
     let held = this.keys.get(spec.key);
-    const entry = held?.get(slot);
+    const entry = held === undefined ? undefined : find(held, slot);
     if (held === undefined || entry === undefined) {
       this.counters.misses += 1;
       if (spec.now !== undefined) return [undefined, undefined, undefined];
       // The first call leads a flight; calls meanwhile wait for its answer.
       if (held === undefined) {
-        held = new Map();
+        held = [];
         this.keys.set(spec.key, held);
-      } else if (held.size >= MAX_PER_KEY) {
-        const first = held.keys().next().value as string;
-        wake(held.get(first)!);
-        held.delete(first);
       }
-      const fresh: Entry = { result: undefined, never: false, deadline: -Infinity, origin: t, flight: flight(), waiters: 0, tickets: 0, direct: 0 };
-      held.set(slot, fresh);
+      const fresh: Entry = { slot, result: undefined, never: false, deadline: -Infinity, origin: t, flight: flight(), waiters: 0, tickets: 0, direct: 0 };
+      put(held, fresh);
       return [undefined, fresh.flight, undefined];
     }
     this.keys.delete(spec.key); // most recently used: last out
@@ -341,7 +367,8 @@ export class DenyCache {
   }
 
   private left(key: string, slot: string): void {
-    const entry = this.keys.get(key)?.get(slot);
+    const held = this.keys.get(key);
+    const entry = held === undefined ? undefined : find(held, slot);
     if (entry !== undefined && entry.waiters > 0) entry.waiters -= 1;
   }
 
@@ -402,7 +429,7 @@ export class DenyCache {
   private done(spec: DenySpec, slot: string, led: Flight | undefined, answer: MultiLimitResult | undefined,
     clears: number, tSend: number, tRecv: number): void {
     let held = this.keys.get(spec.key);
-    const entry = held?.get(slot);
+    const entry = held === undefined ? undefined : find(held, slot);
     let lead = led;
     if (lead === TICKET) {
       lead = undefined;
@@ -413,6 +440,7 @@ export class DenyCache {
     if (refused) {
       const never = answer.retryAfter < 0;
       const fresh: Entry = {
+        slot,
         result: answer,
         never,
         deadline: never ? Infinity : this.deadline(spec, answer, tSend),
@@ -422,20 +450,16 @@ export class DenyCache {
         tickets: 0,
         direct: entry?.direct ?? 0,
       };
-      if (held === undefined) {
-        held = new Map();
-      } else {
-        this.keys.delete(spec.key);
-        if (!held.has(slot) && held.size >= MAX_PER_KEY) held.delete(held.keys().next().value as string);
-      }
-      held.set(slot, fresh);
+      if (held === undefined) held = [];
+      else this.keys.delete(spec.key);
+      put(held, fresh);
       this.keys.set(spec.key, held); // most recently used: last out
       this.counters.stored += 1;
       while (this.keys.size > this.maxEntries) {
-        const [oldest, dropped] = this.keys.entries().next().value as [string, Map<string, Entry>];
+        const [oldest, dropped] = this.keys.entries().next().value as [string, Held];
         this.keys.delete(oldest);
-        this.counters.evicted += dropped.size;
-        for (const gone of dropped.values()) wake(gone);
+        this.counters.evicted += dropped.length;
+        for (const gone of dropped) wake(gone);
       }
     } else if (entry !== undefined && held !== undefined && entry.deadline === -Infinity) {
       const over = answer === undefined || answer.degraded || entry.waiters === 0;
@@ -446,8 +470,8 @@ export class DenyCache {
       }
       if (over && entry.flight === undefined && entry.direct === 0) {
         // Allowed with nobody waiting, failed or degraded: nothing to remember.
-        held.delete(slot);
-        if (held.size === 0) this.keys.delete(spec.key);
+        remove(held, slot);
+        if (held.length === 0) this.keys.delete(spec.key);
       }
     }
     lead?.resolve();

@@ -14,6 +14,10 @@ explicit `now`, as its client gives it. Rounds interleave the paths (each round 
 one path later); the figure is the median of the rounds. After each run one call's reply
 is read back, to show that the path was allowed (or, for REFUND, gave back).
 
+The floor rows (bench/lua_floor.lua, loaded beside the library) make only the server
+calls each path needs and return a constant reply of its shape: what any library keeping
+the module's replies and writes costs before it parses, decodes, judges or encodes.
+
 --ir: the same calls on a server under callgrind (bench/profile_hotpath.py's parser),
 instructions per call inside the command's proc (fcallCommand, evalShaCommand,
 RedisModuleCommandDispatcher: what commandstats times, less call()'s own bookkeeping),
@@ -43,6 +47,7 @@ from workloads import RB_RANDOM
 
 ROOT = Path(__file__).resolve().parents[1]
 LIBRARY = ROOT / "lua" / "slidingwindow.lua"
+FLOOR = ROOT / "bench" / "lua_floor.lua"
 LIMIT, WINDOW = 1_000_000, 3600
 KEYSPACE = 300
 FULL = dict(n=100_000, rounds=5)
@@ -61,13 +66,18 @@ PATHS: list[tuple[str, list[Arg]]] = [
 # What each path's keys hold before measuring: REFUND's enough to give back every call.
 PREFILL: dict[str, list[Arg]] = {"REFUND": [LIMIT, WINDOW, "COST", LIMIT // 4]}
 OTHER = "other_"  # --compare's library is loaded with its names' prefix changed to this
+# The floor's function for each path (bench/lua_floor.lua): its server calls and its reply's
+# shape, nothing else.
+FLOOR_FN = {"plain": "plain", "DETAILS": "details", "MS DETAILS": "details",
+            "LIMIT x3 DETAILS": "three", "COST 5": "plain", "REFUND": "refund",
+            "PEEK DETAILS": "peek"}
 VERB = {"REFUND": ("slidingwindow_refund", "SLIDINGWINDOW.REFUND", "fcall"),
         "PEEK DETAILS": ("slidingwindow_peek", "SLIDINGWINDOW.PEEK", "fcall_ro")}
 
 
 def cases(sha: str | None, now: int, other: bool) -> list[dict[str, Any]]:
     """Each path for the library (and, with `other`, the library given by --compare,
-    loaded under the names other_*), the module; and the seed's script."""
+    loaded under the names other_*), its floor, the module; and the seed's script."""
     out = []
     for p, (path, args) in enumerate(PATHS):
         fn, cmd, stat = VERB.get(path, ("slidingwindow_check", "SLIDINGWINDOW.CHECK", "fcall"))
@@ -78,6 +88,9 @@ def cases(sha: str | None, now: int, other: bool) -> list[dict[str, Any]]:
             out.append(dict(path=path, impl=impl, stat=stat,
                             cmd=[fcall, fn.replace("slidingwindow_", prefix), 1, lib, *args],
                             prefill=["FCALL", prefix + "check", 1, lib, *pre]))
+        floor = ["FCALL_RO" if stat == "fcall_ro" else "FCALL", "swfloor_" + FLOOR_FN[path],
+                 1, f"floor{p}:{RB_RANDOM}", *args]
+        out.append(dict(path=path, impl="floor", stat=stat, cmd=floor, prefill=floor))
         mod = f"mod{p}:{RB_RANDOM}"
         out.append(dict(path=path, impl="module", stat=cmd.lower(), cmd=[cmd, mod, *args],
                         prefill=["SLIDINGWINDOW.CHECK", mod, *pre]))
@@ -177,17 +190,20 @@ def table(todo: list[dict[str, Any]], field: str = "usec_per_call") -> str:
                                  {(c["path"], c["impl"]): c[field] for c in todo})
     other = any(c["impl"] == "other" for c in todo)
     extra = " --compare library µs | library / --compare |" if other else ""
-    rows = ["| path | library µs | module µs | module / library | library / seed script |"
-            + extra, "|---|---|---|---|---|" + ("---|---|" if other else "")]
+    rows = ["| path | library µs | module µs | module / library | library / seed script "
+            "| floor µs | floor / seed script |" + extra,
+            "|---|---|---|---|---|---|---|" + ("---|---|" if other else "")]
     for path, _ in PATHS:
-        lib, mod = by[(path, "library")], by[(path, "module")]
+        lib, mod, low = by[(path, "library")], by[(path, "module")], by[(path, "floor")]
         ratio = f"{lib / seed:.2f}" if seed else "-"
-        row = f"| {path} | {lib:{f}} | {mod:{f}} | {mod / lib:.2f} | {ratio} |"
+        low_ratio = f"{low / seed:.2f}" if seed else "-"
+        row = (f"| {path} | {lib:{f}} | {mod:{f}} | {mod / lib:.2f} | {ratio} "
+               f"| {low:{f}} | {low_ratio} |")
         if other:
             row += f" {by[(path, 'other')]:{f}} | {lib / by[(path, 'other')]:.2f} |"
         rows.append(row)
     if seed:
-        rows.append(f"| seed script (explicit `now`) | - | - | - | {seed:{f}} µs |"
+        rows.append(f"| seed script (explicit `now`) | - | - | - | {seed:{f}} µs | - | - |"
                     + (" - | - |" if other else ""))
     return "\n".join(rows)
 
@@ -209,8 +225,8 @@ def main() -> None:
     ap.add_argument("--compare", metavar="LUA", help="another version of the library (e.g. "
                     "`git show main:lua/slidingwindow.lua > /tmp/old.lua`), measured beside")
     ap.add_argument("--ir", action="store_true", help="instructions per call (callgrind)")
-    ap.add_argument("--only", help="comma-separated impl names to run (library,other,module,"
-                    "seed): a partial run, for working on one")
+    ap.add_argument("--only", help="comma-separated impl names to run (library,other,floor,"
+                    "module,seed): a partial run, for working on one")
     ap.add_argument("--rounds", type=int)
     ap.add_argument("--n", type=int, help="calls per run")
     ap.add_argument("--out", help="output directory (default: bench/results[/quick])")
@@ -233,6 +249,7 @@ def main() -> None:
     server = srv.describe()
     try:
         srv.r.execute_command("FUNCTION", "LOAD", "REPLACE", LIBRARY.read_text())
+        srv.r.execute_command("FUNCTION", "LOAD", "REPLACE", FLOOR.read_text())
         if args.compare:
             text = Path(args.compare).read_text().replace("slidingwindow_", OTHER)
             text = text.replace("#!lua name=slidingwindow", "#!lua name=other", 1)

@@ -150,6 +150,7 @@ bench: build bench-deps ## Server time, throughput, latency and memory against I
 	$(PYTHON) bench/bench.py $(BENCH_ARGS)
 	$(PYTHON) bench/gateway_flood.py
 	$(MAKE) bench-lua
+	$(MAKE) bench-cold
 	$(MAKE) bench-node
 	$(MAKE) bench-node-e2e
 	$(MAKE) bench-rust
@@ -243,10 +244,17 @@ bench-quick: build bench-deps ## The same benchmark, small: runs in CI so it can
 	$(MAKE) bench-node-app
 	$(HARNESS) -quick $(NODE_BENCH)
 	$(PYTHON) bench/lua_paths.py --quick
+	cargo build --release --example floor_module
+	$(PYTHON) bench/cold_calls.py --quick
 
 .PHONY: bench-lua
 bench-lua: build bench-deps ## The Functions library on each client path (plain, DETAILS, MS, 3 limits, COST, REFUND, PEEK) vs the module and the seed script, Redis 7.0 -> bench/results/lua_paths.*
 	$(PYTHON) bench/lua_paths.py
+
+.PHONY: bench-cold
+bench-cold: build bench-deps ## Server time per call at 1,000 calls/s: CHECK as the Envoy service sends it vs envoyproxy/ratelimit's INCRBY + EXPIRE and a floor module (examples/floor_module.rs), Redis 7.0 -> bench/results/cold_calls.*
+	cargo build --release --example floor_module
+	$(PYTHON) bench/cold_calls.py
 
 .PHONY: bench-plain
 bench-plain: build bench-deps ## Only the plain redis-benchmark conditions (50 clients x pipeline 32)

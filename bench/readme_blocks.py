@@ -270,6 +270,7 @@ BLOCKS: dict[str, Callable[[], str]] = {
     "lua-paths-time": lambda: (RESULTS / "lua_paths.md").read_text().strip(),
     "lua-sizing": _lua_sizing,
     "rls-bench": _rls_bench,
+    "cold-calls": lambda: (RESULTS / "cold_calls.md").read_text().strip(),
 }
 
 

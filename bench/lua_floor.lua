@@ -4,7 +4,8 @@
 -- path needs (TIME for the server's clock, GET for the state, SET ... PXAT for a CHECK's
 -- write, SET ... KEEPTTL for a REFUND's), writes a constant state of the real length and
 -- returns a constant reply of the path's shape. It parses, decodes, judges and encodes
--- nothing, and calls no Lua function of its own: a lower bound to read the library's rows against, not a limiter.
+-- nothing, and calls no Lua function of its own: a lower bound to read the library's
+-- rows against, not a limiter.
 local ONE = '\161\0\144\28\186\186\30\1\0\10' -- a one-counter state (10 bytes)
 local THREE = '\162\3\0\1\218\152\204\216\6\1\0\0\60\206\179\163\14\1\0\0\144\28\186\186\30\1\0\10'
 local AT = '99999999999999' -- SET's PXAT: a constant, so no decimal is made

@@ -28,7 +28,6 @@ Rounds interleave the cases (each round starts one case later); the figure is th
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import subprocess
 import sys
@@ -37,6 +36,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import redis
+from lua_paths import compact_json
 from servers import Server, binary
 from slidingwindow_testing import MODULE
 
@@ -142,9 +142,7 @@ def main() -> None:
     (out / "cold_calls.md").write_text(text + "\n")
     res = dict(server=server, config=cfg, load_average=load,
                cases=[dict(name=n, runs=runs[n], usec_per_call=med[n]) for n, _ in CASES])
-    head = json.dumps({k: v for k, v in res.items() if k != "cases"})[:-1]
-    cases = ",\n".join("  " + json.dumps(c) for c in res["cases"])  # a line per case
-    (out / "cold_calls.json").write_text(f'{head}, "cases": [\n{cases}\n]}}\n')
+    (out / "cold_calls.json").write_text(compact_json(res))
     print(text)
 
 

@@ -357,11 +357,10 @@ async fn main() {
     // us/request, Redis command us/request, Redis CPU us/request, 0, 0).
     type Condition = (usize, usize, usize);
     let mut runs: Vec<(Condition, Vec<[f64; 5]>)> = Vec::new();
-    let mut record =
-        |key: (usize, usize, usize), v: [f64; 5]| match runs.iter_mut().find(|(k, _)| *k == key) {
-            Some((_, all)) => all.push(v),
-            None => runs.push((key, vec![v])),
-        };
+    let mut record = |key: Condition, v: [f64; 5]| match runs.iter_mut().find(|(k, _)| *k == key) {
+        Some((_, all)) => all.push(v),
+        None => runs.push((key, vec![v])),
+    };
     for round in 0..rounds {
         for i in 0..running.len() {
             let s = (i + round) % running.len();

@@ -16,14 +16,15 @@ const STATE: &[u8] = b"\xa1\x00\x90\x1c\xba\xba\x1e\x01\x00\x0a";
 /// Two hours: the expiry CHECK sets for a one-hour window.
 const EXPIRE_MS: c_longlong = 7_200_000;
 
-/// A module API function; present on every server this bench runs (Redis 7.0+).
+/// A module API function; `init` refuses to load on a server that lacks one of them, so
+/// the `None` arm is never reached from a command.
 macro_rules! api {
     ($name:ident) => {{
         #[allow(unused_unsafe)]
         let f = unsafe { raw::$name };
         match f {
             Some(f) => f,
-            None => unreachable!(concat!(stringify!($name), " is on every Redis 7.0+")),
+            None => unreachable!(concat!(stringify!($name), " is checked at load")),
         }
     }};
 }
@@ -87,6 +88,28 @@ extern "C" fn write(
 }
 
 fn init(ctx: &redis_module::Context, _args: &[redis_module::RedisString]) -> redis_module::Status {
+    let present = unsafe {
+        [
+            { raw::RedisModule_WrongArity }.is_some(),
+            { raw::RedisModule_OpenKey }.is_some(),
+            { raw::RedisModule_KeyType }.is_some(),
+            { raw::RedisModule_StringTruncate }.is_some(),
+            { raw::RedisModule_ValueLength }.is_some(),
+            { raw::RedisModule_StringDMA }.is_some(),
+            { raw::RedisModule_Milliseconds }.is_some(),
+            { raw::RedisModule_SetAbsExpire }.is_some(),
+            { raw::RedisModule_SignalModifiedKey }.is_some(),
+            { raw::RedisModule_NotifyKeyspaceEvent }.is_some(),
+            { raw::RedisModule_Replicate }.is_some(),
+            { raw::RedisModule_CloseKey }.is_some(),
+            { raw::RedisModule_ReplyWithArray }.is_some(),
+            { raw::RedisModule_ReplyWithLongLong }.is_some(),
+            { raw::RedisModule_CreateCommand }.is_some(),
+        ]
+    };
+    if present.contains(&false) {
+        return redis_module::Status::Err;
+    }
     let create = api!(RedisModule_CreateCommand);
     let flags = c"write deny-oom fast";
     let status = unsafe {
